@@ -1,0 +1,169 @@
+"""`ModelBuilder`: the mutable, host-side way to assemble a `Model`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from ._body import Body, Transform
+from ._model import Model
+from .joints import JointSpec
+
+__all__ = ["ModelBuilder", "inertia_vector"]
+
+
+def inertia_vector(mass: float, com: np.ndarray, inertia_c: np.ndarray) -> np.ndarray:
+    """``[m, m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` with I about the body origin."""
+    cx = np.array([[0, -com[2], com[1]], [com[2], 0, -com[0]], [-com[1], com[0], 0]])
+    Io = inertia_c + mass * cx @ cx.T  # parallel-axis theorem
+    return np.array(
+        [mass, *(mass * com), Io[0, 0], Io[0, 1], Io[1, 1], Io[0, 2], Io[1, 2], Io[2, 2]]
+    )
+
+
+@dataclasses.dataclass
+class _Entry:
+    name: str
+    parent: int
+    joint: JointSpec
+    inertia: np.ndarray  # (10,)
+    E: np.ndarray  # Featherstone placement, parent -> joint coordinates
+    r: np.ndarray
+    joint_name: str
+
+
+class ModelBuilder:
+    """Collects bodies and joints on the host, then `build`s an immutable `Model`.
+
+    Example:
+        >>> import numpy as np
+        >>> from jaxrbd import ModelBuilder, Body, Transform, joints
+        >>> b = ModelBuilder()
+        >>> link = b.add_body("link1", parent="world", joint=joints.revolute((0, 0, 1)),
+        ...                   body=Body(1.0, (0.0, 0.0, -0.5), np.eye(3) * 0.01))
+        >>> model = b.build()
+        >>> model.nq, model.nv, model.body_names
+        (1, 1, ('world', 'link1'))
+    """
+
+    def __init__(self, gravity: Sequence[float] = (0.0, 0.0, -9.81)):
+        g = np.asarray(gravity, dtype=np.float64)
+        if g.shape != (3,) or not np.all(np.isfinite(g)):
+            raise ValueError(f"gravity must be a finite 3-vector, got {gravity!r}")
+        self.gravity = g
+        self._entries: list[_Entry] = []
+        self._ids: dict[str, int] = {"world": 0}
+        self.world_inertia = np.zeros(10)
+
+    def _parent_id(self, parent: int | str, name: str) -> int:
+        if isinstance(parent, str):
+            if parent not in self._ids:
+                raise ValueError(f"body {name!r}: unknown parent {parent!r}")
+            return self._ids[parent]
+        if isinstance(parent, (int, np.integer)) and not isinstance(parent, bool):
+            if not 0 <= int(parent) <= len(self._entries):
+                raise ValueError(f"body {name!r}: unknown parent id {parent}")
+            return int(parent)
+        raise TypeError(f"body {name!r}: parent must be a name or an id, got {parent!r}")
+
+    def add_body(
+        self,
+        name: str,
+        parent: int | str,
+        joint: JointSpec,
+        body: Body | None = None,
+        placement: Transform | None = None,
+        joint_name: str | None = None,
+    ) -> int:
+        """Add a body attached to ``parent`` by ``joint``; returns its id.
+
+        Args:
+            name: unique body name.
+            parent: parent body name or id; ``"world"``/``0`` is the root.
+            joint: a `jaxrbd.joints` constructor result.
+            body: mass properties (default: massless).
+            placement: joint frame in the parent body frame (default: identity).
+            joint_name: name of the joint (default: the body name).
+
+        Raises:
+            ValueError: unknown parent, duplicate name, non-physical inertia, bad
+                placement or joint.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"body name must be a non-empty string, got {name!r}")
+        if name in self._ids:
+            raise ValueError(f"body {name!r}: duplicate body name")
+        if not isinstance(joint, JointSpec):
+            raise TypeError(f"body {name!r}: joint must come from jaxrbd.joints, got {joint!r}")
+        jname = name if joint_name is None else str(joint_name)
+        if any(e.joint_name == jname for e in self._entries):
+            raise ValueError(f"body {name!r}: duplicate joint name {jname!r}")
+        pid = self._parent_id(parent, name)
+        mass, com, Ic = (body or Body()).arrays(name)
+        R, p = (placement or Transform()).arrays(name)
+        self._entries.append(
+            _Entry(name, pid, joint, inertia_vector(mass, com, Ic), R.T.copy(), p.copy(), jname)
+        )
+        self._ids[name] = len(self._entries)
+        return len(self._entries)
+
+    def build(self, dtype=None) -> Model:
+        """Freeze into a `Model` whose leaves have ``dtype`` (JAX's default float)."""
+        dtype = dtype or jnp.zeros(()).dtype  # float64 under jax_enable_x64, else float32
+        nb = len(self._entries) + 1
+        names = ["world"] + [e.name for e in self._entries]
+        body_parent = [-1] + [e.parent for e in self._entries]
+        fixed = [True] + [e.joint.kind == "fixed" for e in self._entries]
+        inertia = np.zeros((nb, 10))
+        inertia[0] = self.world_inertia
+        E = np.tile(np.eye(3), (nb, 1, 1))
+        r = np.zeros((nb, 3))
+        body_node = [0] * nb
+        node_parent, node_body, axes = [-1], [0], []
+        q_start, v_start = [0] * nb, [0] * nb
+        nq = 0
+        for b, e in enumerate(self._entries, start=1):
+            inertia[b] = e.inertia
+            E_b, r_b = e.E, e.r
+            if fixed[e.parent] and e.parent != 0:
+                # Pre-compose with the parent's placement relative to its node:
+                # X = X_b X_parent, E = E_b E_p, r = r_p + E_p^T r_b.
+                E_p, r_p = E[e.parent], r[e.parent]
+                E_b, r_b = E_b @ E_p, r_p + E_p.T @ r_b
+            E[b], r[b] = E_b, r_b
+            q_start[b], v_start[b] = nq, len(node_parent) - 1
+            if e.joint.kind == "fixed":
+                body_node[b] = body_node[e.parent]
+                continue
+            prev = body_node[e.parent]
+            for col in e.joint.columns:
+                node_parent.append(prev)
+                node_body.append(b)
+                axes.append(col)
+                prev = len(node_parent) - 1
+            body_node[b] = prev
+            nq += e.joint.nq
+        nv = len(node_parent) - 1
+        return Model(
+            gravity=jnp.asarray(self.gravity, dtype),
+            inertia=jnp.asarray(inertia, dtype),
+            Xtree_E=jnp.asarray(E, dtype),
+            Xtree_r=jnp.asarray(r, dtype),
+            axes=jnp.asarray(np.asarray(axes).reshape(nv, 6), dtype),
+            body_names=tuple(names),
+            body_parent=tuple(body_parent),
+            body_node=tuple(body_node),
+            body_fixed=tuple(fixed),
+            joint_kind=("fixed",) + tuple(e.joint.kind for e in self._entries),
+            joint_label=("fixed",) + tuple(e.joint.name for e in self._entries),
+            joint_name=("world",) + tuple(e.joint_name for e in self._entries),
+            q_start=tuple(q_start),
+            v_start=tuple(v_start),
+            node_parent=tuple(node_parent),
+            node_body=tuple(node_body),
+            nq=nq,
+            nv=nv,
+        )

@@ -1,0 +1,191 @@
+"""The immutable `Model` pytree."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+__all__ = ["Model"]
+
+
+class Model(eqx.Module):
+    """A kinematic tree with its mass properties: an immutable equinox pytree.
+
+    Build one with `ModelBuilder` or `load_urdf`. Structure (topology, joint kinds,
+    index tables) is static; every physical number is an array leaf, so `jax.grad`
+    and `jax.vmap` work over models (e.g. over stacked link masses).
+
+    Bodies are numbered in topological order, body 0 is the world. A body attached by
+    a fixed joint keeps its own id, name and mass properties; the algorithms merge it
+    into its nearest moving ancestor (its *node*).
+
+    Internally each joint with ``nv`` DoF is a chain of ``nv`` one-DoF *nodes*
+    (massless between, RBDL's emulation); node 0 is the world and node ``k >= 1`` owns
+    velocity ``v[k - 1]``.
+
+    Leaves:
+        gravity: `(3,)` gravitational acceleration in world coordinates [m/s^2].
+        inertia: `(nbodies, 10)` ``[m, m c (3), Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` with
+            ``c`` the centre of mass and ``I`` the rotational inertia about the
+            **body origin**, both in body coordinates (Pinocchio's dynamic-parameter
+            order). Row 0 (world) holds mass rigidly attached to the world.
+        Xtree_E: `(nbodies, 3, 3)`, Xtree_r: `(nbodies, 3)`: Plücker placement
+            ``X(E, r)`` of each body's joint frame relative to the frame of the node of
+            its parent (the parent body frame unless the parent is fixed-merged, in
+            which case fixed placements are pre-composed). ``E`` maps parent
+            coordinates to joint coordinates; ``r`` is the joint origin in parent
+            coordinates.
+        axes: `(nv, 6)` the motion-subspace column ``[omega; v]`` of every node.
+    """
+
+    # ---- leaves ----
+    gravity: Float[Array, "3"]
+    inertia: Float[Array, "nbodies 10"]
+    Xtree_E: Float[Array, "nbodies 3 3"]
+    Xtree_r: Float[Array, "nbodies 3"]
+    axes: Float[Array, "nv 6"]
+
+    # ---- structure (static) ----
+    body_names: tuple[str, ...] = eqx.field(static=True)
+    body_parent: tuple[int, ...] = eqx.field(static=True)
+    body_node: tuple[int, ...] = eqx.field(static=True)
+    body_fixed: tuple[bool, ...] = eqx.field(static=True)
+    joint_kind: tuple[str, ...] = eqx.field(static=True)  # per body
+    joint_label: tuple[str, ...] = eqx.field(static=True)  # per body: constructor name
+    joint_name: tuple[str, ...] = eqx.field(static=True)  # per body
+    q_start: tuple[int, ...] = eqx.field(static=True)  # per body
+    v_start: tuple[int, ...] = eqx.field(static=True)  # per body
+    node_parent: tuple[int, ...] = eqx.field(static=True)
+    node_body: tuple[int, ...] = eqx.field(static=True)
+    nq: int = eqx.field(static=True)
+    nv: int = eqx.field(static=True)
+    traversal: str = eqx.field(static=True, default="level")
+
+    def __check_init__(self):
+        nb = len(self.body_names)
+        for field, shape in (
+            ("inertia", (nb, 10)),
+            ("Xtree_E", (nb, 3, 3)),
+            ("Xtree_r", (nb, 3)),
+            ("axes", (self.nv, 6)),
+            ("gravity", (3,)),
+        ):
+            got = getattr(self, field).shape
+            # vmap over models adds leading axes; only the trailing shape is structural.
+            if tuple(got[len(got) - len(shape) :]) != shape:
+                raise ValueError(f"Model.{field} has shape {got}, expected (..., {shape})")
+        if len(self.node_parent) != self.nv + 1:
+            raise ValueError("Model: node table does not match nv")
+        if any(p >= i for i, p in enumerate(self.body_parent) if i > 0):
+            raise ValueError("Model: bodies are not in topological order")
+        if self.traversal not in ("level", "body"):
+            raise ValueError(f"traversal {self.traversal!r}, expected 'level' or 'body'")
+
+    # ---- sizes and lookup ----
+    @property
+    def nbodies(self) -> int:
+        """Number of bodies, world (row 0) and fixed-merged bodies included."""
+        return len(self.body_names)
+
+    @property
+    def nnodes(self) -> int:
+        """Number of one-DoF nodes, world included: ``nv + 1``."""
+        return self.nv + 1
+
+    @property
+    def dtype(self):
+        return self.inertia.dtype
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Names of the movable joints, in ``q``/``v`` order."""
+        return tuple(
+            self.joint_name[b] for b in range(1, self.nbodies) if self.joint_kind[b] != "fixed"
+        )
+
+    @property
+    def movable_joint_bodies(self) -> tuple[int, ...]:
+        """Child body id of each movable joint, in ``q``/``v`` order."""
+        return tuple(b for b in range(1, self.nbodies) if self.joint_kind[b] != "fixed")
+
+    def body_id(self, body: int | str) -> int:
+        """Body id from a name or an id (fixed-merged bodies included)."""
+        if isinstance(body, (int, np.integer)) and not isinstance(body, bool):
+            if not 0 <= int(body) < self.nbodies:
+                raise ValueError(f"body id {body} out of range [0, {self.nbodies})")
+            return int(body)
+        if isinstance(body, str):
+            if body == "world":
+                return 0
+            try:
+                return self.body_names.index(body)
+            except ValueError:
+                raise ValueError(
+                    f"unknown body {body!r}; known bodies: {', '.join(self.body_names)}"
+                ) from None
+        raise TypeError(f"body must be a name or an int id, got {type(body).__name__}")
+
+    def joint_id(self, name: str) -> int:
+        """Index of a movable joint in `joint_names`."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise ValueError(
+                f"unknown joint {name!r}; movable joints: {', '.join(self.joint_names)}"
+            ) from None
+
+    def joint_nq(self, body: int) -> int:
+        return _NQ.get(self.joint_kind[body], None) or self._joint_nv(body)
+
+    def _joint_nv(self, body: int) -> int:
+        return sum(1 for b in self.node_body if b == body)
+
+    def q_index(self, joint: str | int) -> slice:
+        """Slice of ``q`` belonging to a movable joint (by name or body)."""
+        b = self._joint_body(joint)
+        return slice(self.q_start[b], self.q_start[b] + self.joint_nq(b))
+
+    def v_index(self, joint: str | int) -> slice:
+        """Slice of ``v``/``qd``/``tau`` belonging to a movable joint (by name or body)."""
+        b = self._joint_body(joint)
+        return slice(self.v_start[b], self.v_start[b] + self._joint_nv(b))
+
+    def _joint_body(self, joint: str | int) -> int:
+        if isinstance(joint, str) and joint in self.joint_name:
+            return self.joint_name.index(joint)
+        return self.body_id(joint)
+
+    def with_traversal(self, traversal: str) -> Model:
+        """The same model recursing ``"level"`` by level (default) or ``"body"`` by body."""
+        import dataclasses
+
+        return dataclasses.replace(self, traversal=traversal)
+
+    def astype(self, dtype) -> Model:
+        """The same model with every leaf cast to ``dtype`` (e.g. ``jnp.float32``)."""
+        import jax
+
+        return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
+
+    def __repr__(self) -> str:
+        lines = [f"Model(nbodies={self.nbodies}, nq={self.nq}, nv={self.nv})"]
+        mass = np.asarray(self.inertia)[..., 0]
+
+        def walk(b: int, depth: int) -> None:
+            for c in range(b + 1, self.nbodies):
+                if self.body_parent[c] == b:
+                    j = self.joint_label[c]
+                    lines.append(
+                        f"{'  ' * depth}{self.body_names[c]} <- {j} {self.joint_name[c]!r} "
+                        f"(m={float(mass[..., c].ravel()[0]):.4g} kg)"
+                    )
+                    walk(c, depth + 1)
+
+        lines.append("world")
+        walk(0, 1)
+        return "\n".join(lines)
+
+
+_NQ = {"spherical": 4, "free": 7, "fixed": 0}

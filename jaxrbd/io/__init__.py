@@ -1,0 +1,3 @@
+"""Model loaders."""
+
+from ._urdf import load_urdf as load_urdf

@@ -1,0 +1,2 @@
+def load_urdf(*a, **k):
+    raise NotImplementedError

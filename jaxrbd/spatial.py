@@ -1,0 +1,1 @@
+"""Public spatial algebra (being written)."""
