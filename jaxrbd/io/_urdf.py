@@ -1,2 +1,455 @@
-def load_urdf(*a, **k):
-    raise NotImplementedError
+"""`load_urdf`: a URDF robot description -> `Model` (standard library XML only)."""
+
+from __future__ import annotations
+
+import math
+import os
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import numpy as np
+
+from .. import joints
+from .._body import Body, Transform
+from .._builder import ModelBuilder, inertia_vector
+from .._model import Model
+
+__all__ = ["load_urdf"]
+
+_MOVABLE = ("revolute", "continuous", "prismatic", "floating", "planar")
+_JOINT_TYPES = ("fixed",) + _MOVABLE
+_MIMIC_MODES = ("error", "independent")
+
+
+def load_urdf(
+    path_or_xml_string: str | os.PathLike | bytes,
+    floating_base: bool = False,
+    return_info: bool = False,
+    mimic: str = "error",
+) -> Model | tuple[Model, dict[str, Any]]:
+    """Build a `Model` from a URDF file or string; meshes are never opened.
+
+    Every URDF link becomes a body of the same name, every URDF joint the joint of its
+    child body, with the URDF joint name. Bodies are numbered depth-first from the root
+    link, siblings in the document order of their joints (so ``q`` follows that order;
+    Pinocchio sorts siblings by joint name instead). The root link is attached to the
+    world by a free joint named ``"root_joint"`` when ``floating_base`` is true, and
+    otherwise by a fixed joint named after the root link, so its mass belongs to the
+    world and it stays addressable by name. A root link named ``"world"`` *is* the
+    world: its children attach to body 0 (only with ``floating_base=False``).
+
+    Joint types: ``revolute`` and ``continuous`` -> `joints.revolute` (a plain angle;
+    limits play no part in the dynamics), ``prismatic`` -> `joints.prismatic`,
+    ``fixed`` -> `joints.fixed`, ``floating`` -> `joints.free`. A ``planar`` joint with
+    unit normal ``n`` (its ``<axis>``) becomes a 3-DoF custom joint: translations along
+    ``u`` then ``w`` and a rotation about ``n``, where ``(u, w, n)`` is right-handed,
+    ``u`` is the basis vector least aligned with ``n`` projected onto the plane (first
+    such in x, y, z order) and ``w = n x u``; for ``n = z`` this is RBDL's planar joint
+    (x, y, angle), for the URDF default ``n = x`` it is (y, z, angle). The axis
+    defaults to ``(1, 0, 0)`` and is normalised.
+
+    The joint ``<origin xyz rpy>`` is the joint frame in the parent link frame
+    (``R = Rz(yaw) Ry(pitch) Rx(roll)``). The ``<inertial>`` ``<inertia>`` entries are
+    the tensor entries themselves, about the ``<inertial>`` origin and in its rotated
+    frame, so the body gets ``inertia = R I R^T`` about ``com = xyz``. A link without
+    ``<inertial>`` is massless. ``<visual>``, ``<collision>``, ``<transmission>``,
+    ``<gazebo>``, ``<calibration>`` and ``<safety_controller>`` are ignored.
+
+    Mimic joints are not supported as coupled joints: by default a movable joint
+    with a ``<mimic>`` element is an error (make it ``fixed`` in the URDF, as the
+    reference robots do; a ``<mimic>`` left on a fixed joint is ignored).
+    ``mimic="independent"`` loads it as an ordinary independent joint instead and
+    reports the coupling in ``info["mimic"]``.
+
+    Args:
+        path_or_xml_string: a filesystem path (`str` or `os.PathLike`), or the URDF
+            text itself: a `str` whose first non-blank character is ``<``, or `bytes`
+            (always parsed as XML).
+        floating_base: attach the root link to the world by a free joint (nq 7, nv 6).
+        return_info: also return a dict with what the `Model` does not hold.
+        mimic: ``"error"`` (default) or ``"independent"``, see above.
+
+    Returns:
+        The `Model` (leaves in JAX's default float dtype) or, with ``return_info``,
+        ``(model, info)`` where ``info`` is a dict with keys
+
+        - ``"limits"``: ``{joint: dict(lower, upper, effort, velocity)}`` for every
+          movable joint with a ``<limit>`` element (URDF defaults: ``lower = upper = 0``;
+          a missing ``effort``/``velocity`` is ``inf``; continuous joints get
+          ``lower = -inf``, ``upper = inf``), in [rad | m], [N·m | N], [rad/s | m/s];
+        - ``"dynamics"``: ``{joint: dict(damping, friction)}`` for every movable
+          joint with a ``<dynamics>`` element (missing attributes are 0);
+        - ``"mimic"``: ``{joint: dict(joint, multiplier, offset)}`` (only filled with
+          ``mimic="independent"``: ``q[joint] = multiplier * q[mimicked] + offset``).
+
+    Raises:
+        ValueError: malformed XML (with the parser's message); no ``<robot>`` root; a
+            link or joint without a name, duplicated names; a joint without a type, of
+            an unknown type, without ``<parent>``/``<child>`` or naming a link that
+            does not exist; a link that is the child of two joints; a cycle; zero or
+            several root links; a non-numeric, non-finite or wrongly sized number; a
+            zero axis; a non-physical ``<inertial>`` (the message names the link); a
+            mimic joint (see above).
+        OSError: ``path_or_xml_string`` names a file that cannot be read.
+
+    Example:
+        >>> from jaxrbd import load_urdf
+        >>> urdf = '''
+        ... <robot name="pendulum">
+        ...   <link name="base"/>
+        ...   <link name="arm">
+        ...     <inertial>
+        ...       <origin xyz="0 0 -0.5"/>
+        ...       <mass value="1.0"/>
+        ...       <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.001"/>
+        ...     </inertial>
+        ...   </link>
+        ...   <joint name="hinge" type="continuous">
+        ...     <parent link="base"/>
+        ...     <child link="arm"/>
+        ...     <axis xyz="0 1 0"/>
+        ...   </joint>
+        ... </robot>'''
+        >>> model = load_urdf(urdf)
+        >>> model.nq, model.nv, model.body_names, model.joint_names
+        (1, 1, ('world', 'base', 'arm'), ('hinge',))
+        >>> load_urdf(urdf, floating_base=True).joint_names
+        ('root_joint', 'hinge')
+    """
+    if mimic not in _MIMIC_MODES:
+        raise ValueError(f"mimic is {mimic!r}, expected one of {_MIMIC_MODES}")
+    robot = _parse_robot(path_or_xml_string)
+
+    links = _read_links(robot)
+    urdf_joints = [_read_joint(el, links) for el in robot.findall("joint")]
+
+    # Tree structure: the parent joint of every link, the children of every link.
+    parent_joint: dict[str, dict[str, Any]] = {}
+    children: dict[str, list[dict[str, Any]]] = {name: [] for name in links}
+    joint_names: set[str] = set()
+    for j in urdf_joints:
+        if j["name"] in joint_names:
+            raise ValueError(f"URDF joint {j['name']!r}: duplicate joint name")
+        joint_names.add(j["name"])
+        if j["parent"] == j["child"]:
+            raise ValueError(
+                f"URDF joint {j['name']!r}: link {j['child']!r} is its own parent (a cycle)"
+            )
+        if j["child"] in parent_joint:
+            raise ValueError(
+                f"URDF link {j['child']!r} is the child of two joints, "
+                f"{parent_joint[j['child']]['name']!r} and {j['name']!r}; a URDF must be a tree"
+            )
+        parent_joint[j["child"]] = j
+        children[j["parent"]].append(j)
+    root = _find_root(links, parent_joint)
+    if "world" in links and root != "world":
+        raise ValueError(
+            f"URDF link 'world' is not the root link ({root!r} is); the name 'world' is "
+            "reserved for the world, body 0"
+        )
+
+    info: dict[str, Any] = {"limits": {}, "dynamics": {}, "mimic": {}}
+    for j in urdf_joints:
+        _read_extras(j, info, mimic)
+    for name, m in info["mimic"].items():
+        if m["joint"] not in joint_names:
+            raise ValueError(
+                f"URDF joint {name!r}: <mimic joint={m['joint']!r}> names no joint of the URDF"
+            )
+
+    builder = ModelBuilder()
+    if root == "world":
+        if floating_base:
+            raise ValueError(
+                "URDF root link is named 'world', which is the world itself and cannot "
+                "float; load with floating_base=False or remove the 'world' link"
+            )
+        mass, com, Ic = _body_arrays("world", links["world"])
+        builder.world_inertia = builder.world_inertia + inertia_vector(mass, com, Ic)
+    elif floating_base:
+        if "root_joint" in joint_names:
+            raise ValueError(
+                "URDF joint 'root_joint': the name is reserved for the floating base "
+                "joint with floating_base=True"
+            )
+        _add(builder, root, "world", joints.free(), links[root], None, "root_joint")
+    else:
+        if root in joint_names:
+            raise ValueError(
+                f"URDF joint {root!r}: the name is taken by the fixed joint attaching the "
+                f"root link {root!r} to the world"
+            )
+        _add(builder, root, "world", joints.fixed(), links[root], None, root)
+
+    # Depth first from the root, siblings in document order (an explicit stack, so
+    # long chains do not hit Python's recursion limit).
+    stack = list(reversed(children[root]))
+    visited = {root}
+    while stack:
+        j = stack.pop()
+        child = j["child"]
+        visited.add(child)
+        parent = 0 if j["parent"] == "world" else j["parent"]
+        _add(builder, child, parent, j["spec"], links[child], j["placement"], j["name"])
+        stack.extend(reversed(children[child]))
+    if len(visited) != len(links):
+        raise ValueError(_cycle_message(links, parent_joint, visited))
+    model = builder.build()
+    return (model, info) if return_info else model
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def _parse_robot(source: str | os.PathLike | bytes) -> ET.Element:
+    """The ``<robot>`` element of a URDF path, string or bytes."""
+    try:
+        if isinstance(source, (bytes, bytearray)):
+            root = ET.fromstring(bytes(source).lstrip())
+        elif isinstance(source, str) and source.lstrip().startswith("<"):
+            root = ET.fromstring(source.lstrip())  # an XML declaration must come first
+        elif isinstance(source, (str, os.PathLike)):
+            root = ET.parse(os.fspath(source)).getroot()
+        else:
+            raise TypeError(
+                "load_urdf expects a path (str or os.PathLike) or URDF text (str or bytes), "
+                f"got {type(source).__name__}"
+            )
+    except ET.ParseError as e:
+        raise ValueError(f"malformed URDF XML: {e}") from None
+    if root.tag != "robot":
+        raise ValueError(f"URDF root element is <{root.tag}>, expected <robot>")
+    return root
+
+
+def _read_links(robot: ET.Element) -> dict[str, ET.Element]:
+    links: dict[str, ET.Element] = {}
+    for k, el in enumerate(robot.findall("link")):
+        name = el.get("name")
+        if not name:
+            raise ValueError(f"URDF <link> number {k + 1} has no name attribute")
+        if name in links:
+            raise ValueError(f"URDF link {name!r}: duplicate link name")
+        links[name] = el
+    if not links:
+        raise ValueError("URDF <robot> has no <link> elements")
+    return links
+
+
+def _read_joint(el: ET.Element, links: dict[str, ET.Element]) -> dict[str, Any]:
+    """Name, type, parent/child link names, placement and `JointSpec` of a ``<joint>``."""
+    name = el.get("name")
+    if not name:
+        raise ValueError("URDF <joint> without a name attribute")
+    what = f"URDF joint {name!r}"
+    jtype = el.get("type")
+    if not jtype:
+        raise ValueError(f"{what}: no type attribute")
+    if jtype not in _JOINT_TYPES:
+        raise ValueError(
+            f"{what}: unknown joint type {jtype!r}, expected one of {', '.join(_JOINT_TYPES)}"
+        )
+    ends = {}
+    for tag in ("parent", "child"):
+        sub = el.find(tag)
+        if sub is None or not sub.get("link"):
+            raise ValueError(f"{what}: missing <{tag} link=...>")
+        link = sub.get("link")
+        if link not in links:
+            raise ValueError(f"{what}: {tag} link {link!r} does not exist")
+        ends[tag] = link
+    rpy, xyz = _origin(el.find("origin"), what)
+    return {
+        "name": name,
+        "type": jtype,
+        "element": el,
+        "parent": ends["parent"],
+        "child": ends["child"],
+        "placement": Transform.from_rpy(rpy, xyz),
+        "spec": _joint_spec(jtype, el, what),
+    }
+
+
+def _joint_spec(jtype: str, el: ET.Element, what: str) -> joints.JointSpec:
+    if jtype == "fixed":
+        return joints.fixed()
+    if jtype == "floating":
+        return joints.free()
+    axis_el = el.find("axis")
+    axis = (1.0, 0.0, 0.0) if axis_el is None else _numbers(axis_el, "xyz", 3, what, "1 0 0")
+    a = np.asarray(axis)
+    scale = np.abs(a).max()  # normalise in two steps so huge entries do not overflow
+    if scale == 0.0:
+        raise ValueError(f"{what}: <axis xyz> is zero; a joint axis needs a direction")
+    a = a / scale
+    n = a / np.linalg.norm(a)
+    if jtype in ("revolute", "continuous"):
+        return joints.revolute(n)
+    if jtype == "prismatic":
+        return joints.prismatic(n)
+    # planar: translations along u and w = n x u, then a rotation about n.
+    e = np.eye(3)[int(np.argmin(np.abs(n)))]
+    u = e - (e @ n) * n
+    u = u / np.linalg.norm(u)
+    w = np.cross(n, u)
+    cols = np.zeros((3, 6))
+    cols[0, 3:], cols[1, 3:], cols[2, :3] = u, w, n
+    return joints.custom(cols, name="planar")
+
+
+def _read_extras(j: dict[str, Any], info: dict[str, Any], mimic: str) -> None:
+    """Limits, dynamics and mimic data of a joint into ``info`` (not used by the Model)."""
+    el, name, what = j["element"], j["name"], f"URDF joint {j['name']!r}"
+    if j["type"] == "fixed":
+        return  # nothing moves: limits, dynamics and mimic data mean nothing here
+    lim = el.find("limit")
+    if lim is not None:
+        vals = {
+            key: _scalar(lim, key, what, default, finite=False)
+            for key, default in (("lower", 0.0), ("upper", 0.0), ("effort", math.inf),
+                                 ("velocity", math.inf))
+        }
+        if j["type"] == "continuous":
+            vals["lower"], vals["upper"] = -math.inf, math.inf
+        info["limits"][name] = vals
+    dyn = el.find("dynamics")
+    if dyn is not None:
+        info["dynamics"][name] = {
+            key: _scalar(dyn, key, what, 0.0) for key in ("damping", "friction")
+        }
+    mim = el.find("mimic")
+    if mim is not None:
+        if mimic == "error":
+            raise ValueError(
+                f"{what}: <mimic> (a joint coupled to another) is unsupported; make the "
+                "joint type 'fixed' in the URDF, or pass mimic='independent' to load it as "
+                "an independent joint"
+            )
+        target = mim.get("joint")
+        if not target:
+            raise ValueError(f"{what}: <mimic> without a joint attribute")
+        info["mimic"][name] = {
+            "joint": target,
+            "multiplier": _scalar(mim, "multiplier", what, 1.0),
+            "offset": _scalar(mim, "offset", what, 0.0),
+        }
+
+
+def _body_arrays(name: str, link: ET.Element) -> tuple[float, np.ndarray, np.ndarray]:
+    """Checked ``(mass, com, inertia about the com)`` of a link, in link coordinates."""
+    try:
+        return _body(name, link).arrays(name)
+    except ValueError as e:
+        raise ValueError(f"URDF link {name!r}: {e}") from None
+
+
+def _body(name: str, link: ET.Element) -> Body:
+    what = f"URDF link {name!r}"
+    inertial = link.find("inertial")
+    if inertial is None:
+        return Body()
+    mass_el = inertial.find("mass")
+    if mass_el is None:
+        raise ValueError(f"{what}: <inertial> without <mass>")
+    mass = _scalar(mass_el, "value", what + " <mass>", None)
+    inertia_el = inertial.find("inertia")
+    if inertia_el is None:
+        raise ValueError(f"{what}: <inertial> without <inertia>")
+    ixx, ixy, ixz, iyy, iyz, izz = (
+        _scalar(inertia_el, key, what + " <inertia>", None)
+        for key in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+    )
+    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    rpy, xyz = _origin(inertial.find("origin"), what + " <inertial>")
+    R = np.asarray(Transform.from_rpy(rpy).rotation)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge entries -> inf, caught below
+        Ic = R @ I @ R.T
+    return Body(mass=mass, com=xyz, inertia=0.5 * (Ic + Ic.T))
+
+
+def _add(builder, name, parent, spec, link, placement, joint_name) -> None:
+    body = _body(name, link)
+    try:
+        builder.add_body(name, parent, spec, body=body, placement=placement,
+                         joint_name=joint_name)
+    except ValueError as e:
+        raise ValueError(f"URDF link {name!r} (joint {joint_name!r}): {e}") from None
+
+
+# ----------------------------------------------------------------------- tree checks
+
+
+def _find_root(links: dict[str, ET.Element], parent_joint: dict[str, Any]) -> str:
+    roots = [name for name in links if name not in parent_joint]
+    if len(roots) == 1:
+        return roots[0]
+    if not roots:
+        raise ValueError(
+            "URDF has no root link: every link is the child of a joint, so the joints "
+            f"form a cycle ({_cycle_message(links, parent_joint, set())})"
+        )
+    raise ValueError(
+        f"URDF has several root links ({', '.join(repr(r) for r in roots)}); a URDF must "
+        "be one tree, so connect them by joints"
+    )
+
+
+def _cycle_message(links: dict[str, ET.Element], parent_joint: dict[str, Any],
+                   visited: set[str]) -> str:
+    """Describe one cycle among the links not reached from the root."""
+    start = next(name for name in links if name not in visited)
+    path, seen = [start], {start}
+    while True:
+        nxt = parent_joint[path[-1]]["parent"]
+        if nxt in seen:
+            cycle = path[path.index(nxt):] + [nxt]
+            break
+        path.append(nxt)
+        seen.add(nxt)
+    joints_in = [parent_joint[link]["name"] for link in cycle[:-1]]
+    return (
+        f"URDF joints {', '.join(repr(j) for j in joints_in)} form a cycle through links "
+        f"{' <- '.join(repr(link) for link in cycle)}; a URDF must be a tree"
+    )
+
+
+# ---------------------------------------------------------------------------- numbers
+
+
+def _origin(el: ET.Element | None, what: str) -> tuple[list[float], list[float]]:
+    """``(rpy, xyz)`` of an optional ``<origin>`` element (default: zeros)."""
+    if el is None:
+        return [0.0] * 3, [0.0] * 3
+    where = what + " <origin>"
+    return _numbers(el, "rpy", 3, where, "0 0 0"), _numbers(el, "xyz", 3, where, "0 0 0")
+
+
+def _numbers(el: ET.Element, key: str, n: int, what: str, default: str) -> list[float]:
+    text = el.get(key, default)
+    parts = text.split()
+    if len(parts) != n:
+        raise ValueError(f"{what}: {key}={text!r} has {len(parts)} numbers, expected {n}")
+    return [_float(p, f"{what} {key}={text!r}") for p in parts]
+
+
+def _scalar(el: ET.Element, key: str, what: str, default: float | None,
+            finite: bool = True) -> float:
+    text = el.get(key)
+    if text is None:
+        if default is None:
+            raise ValueError(f"{what}: missing attribute {key!r}")
+        return default
+    return _float(text.strip(), f"{what} {key}={text!r}", finite)
+
+
+def _float(text: str, what: str, finite: bool = True) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise ValueError(f"{what}: {text!r} is not a number") from None
+    if finite and not math.isfinite(x):
+        raise ValueError(f"{what}: {text!r} is not finite")
+    if not finite and math.isnan(x):
+        raise ValueError(f"{what}: {text!r} is not a number")
+    return x

@@ -1,0 +1,233 @@
+"""Forward dynamics by the articulated-body algorithm (seed 000 Alg. 2, RBDA Table 7.1).
+
+Every node has one DoF, so ``U`` is a 6-vector and ``D`` a scalar in every step.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from . import _algebra as al
+from ._common import (
+    Xup_and_S,
+    check_f_ext,
+    check_state,
+    f_ext_nodes,
+    gravity_acceleration,
+    pad,
+    pad_E,
+    pad_inertia,
+    pad_S,
+    sched,
+)
+from ._jcalc import joint_velocity_terms, node_inertias
+from ._passes import velocities
+from ._tree import backward_scan, forward_scan
+
+__all__ = ["forward_dynamics", "aba_batched", "minv_times", "minv_times_batched"]
+
+
+def _project(A, Bk, C, Si, pi, taui):
+    """``U = IA S``, ``D = S^T U``, ``u = tau - S^T pA`` and ``IA - U U^T / D``."""
+    U = al.blocks_mul(A, Bk, C, Si)
+    D = al.dot(Si, U)
+    Dinv = 1.0 / D
+    Uw, Uv = al.ang(U), al.lin(U)
+    k = Dinv[..., None, None, :]
+    Ia = (A - k * al.outer(Uw, Uw), Bk - k * al.outer(Uw, Uv), C - k * al.outer(Uv, Uv))
+    u = None if taui is None else taui - al.dot(Si, pi)
+    return U, Dinv, u, Ia
+
+
+def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None):
+    """Backward ABA pass. With ``pA`` it also propagates bias forces.
+
+    Returns per-step ``(U, Dinv)`` (and ``u``) stacked as ``(nsteps, W, ...)``.
+    """
+    B = E.shape[-1]
+    A, Bk, C = al.inertia_blocks(pad_inertia(Ic, s))
+    shape = lambda x: jnp.broadcast_to(x, x.shape[:-1] + (B,))  # noqa: E731
+    carry = (shape(A), shape(Bk), shape(C))
+    xs = (pad_E(E, s), pad(r, s), pad_S(S, s))
+    if pA is not None:
+        carry += (pad(pA, s),)
+        xs += (pad(c, s), pad(tau, s))
+
+    def step(cy, idx, par, x):
+        Ei, ri, Si = x[:3]
+        IA = (cy[0][idx], cy[1][idx], cy[2][idx])
+        if pA is None:
+            U, Dinv, _, Ia = _project(*IA, Si, None, None)
+            ys = (U, Dinv)
+        else:
+            ci, taui = x[3:]
+            pi = cy[3][idx]
+            U, Dinv, u, Ia = _project(*IA, Si, pi, taui)
+            pa = pi + al.blocks_mul(*Ia, ci) + U * (Dinv * u)[..., None, :]
+            ys = (U, Dinv, u)
+        A2, B2, C2 = al.XT_blocks_X(Ei, ri, *Ia)
+        out = (cy[0].at[par].add(A2), cy[1].at[par].add(B2), cy[2].at[par].add(C2))
+        if pA is not None:
+            out += (cy[3].at[par].add(al.XT_force(Ei, ri, pa)),)
+        return out, ys
+
+    return _scan_with_outputs(step, carry, s, xs, reverse=True)
+
+
+def _bias_pass(s, E, r, S, U, Dinv, tau):
+    """Backward pass for ``pA`` only, reusing ``U``, ``D`` (zero velocity, no gravity)."""
+    B = tau.shape[-1]
+    pA = jnp.zeros((s.nbuf, 6, B), tau.dtype)
+    xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(tau, s))
+
+    def step(pA, idx, par, x):
+        Ei, ri, Si, taui = x[:4]
+        Ui, Dinvi = x[4:]
+        pi = pA[idx]
+        u = taui - al.dot(Si, pi)
+        pa = pi + Ui * (Dinvi * u)[..., None, :]
+        return pA.at[par].add(al.XT_force(Ei, ri, pa)), u
+
+    return _scan_with_outputs(step, pA, s, xs, reverse=True, step_xs=(U, Dinv))
+
+
+def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world):
+    """Forward ABA pass: ``a_i = Xup a_lam + c_i``, ``qdd_i = D^-1 (u - U^T a_i)``."""
+    B = max(u.shape[-1], E.shape[-1])
+    a0 = jnp.zeros((s.nbuf, 6, B), u.dtype).at[0].set(jnp.broadcast_to(a_world, (6, B)))
+    xs = (pad_E(E, s), pad(r, s), pad_S(S, s)) + (() if c is None else (pad(c, s),))
+
+    def step(a, idx, par, x):
+        Ei, ri, Si = x[:3]
+        Ui, Dinvi, ui = x[-3:]
+        ai = al.X_motion(Ei, ri, a[par])
+        if c is not None:
+            ai = ai + x[3]
+        qddi = Dinvi * (ui - al.dot(Ui, ai))
+        ai = ai + Si * qddi[..., None, :]
+        return a.at[idx].set(ai, unique_indices=True, indices_are_sorted=True), qddi
+
+    _, qdd_steps = _scan_with_outputs(step, a0, s, xs, step_xs=(U, Dinv, u))
+    # scatter the per-step outputs back to node order (static indices)
+    flat = qdd_steps.reshape((-1,) + qdd_steps.shape[2:])
+    qdd = jnp.zeros((s.nbuf,) + flat.shape[1:], flat.dtype).at[s.steps.reshape(-1)].set(flat)
+    return qdd[1 : s.n]
+
+
+def _scan_with_outputs(step, carry, s, xs_nodes, reverse=False, step_xs=()):
+    """`lax.scan` over the schedule whose step also returns per-step outputs ``ys``.
+
+    ``xs_nodes`` are per-node (gathered per step); ``step_xs`` are already per step.
+    """
+    xs = jax.tree_util.tree_map(lambda x: x[s.steps], xs_nodes) + tuple(step_xs)
+
+    def body(cy, inp):
+        idx, par = inp[0], inp[1]
+        return step(cy, idx, par, inp[2])
+
+    return jax.lax.scan(body, carry, (s.steps, s.step_parent, xs), reverse=reverse)
+
+
+def aba_batched(model, q, qd, tau, f_ext=None):
+    """ABA on the batch-trailing layout: ``q (nq, B)``, ``qd, tau (nv, B)`` -> ``qdd (nv, B)``."""
+    s = sched(model)
+    B = q.shape[-1]
+    E, r, S = Xup_and_S(model, q)
+    vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
+    v, X0 = velocities(s, E, r, vJ, with_X0=f_ext is not None)
+    c = al.cross_motion(v, vJc)
+    if cJ is not None:
+        c = c + cJ
+    Ic = node_inertias(model)
+    pA = al.cross_force(v, al.inertia_mul(Ic, v))
+    if f_ext is not None:
+        pA = pA - f_ext_nodes(model, f_ext, *X0)
+    tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
+    _, (U, Dinv, u) = _inertia_pass(s, E, r, S, Ic, c=c, pA=pA, tau=tau_n)
+    a_world = gravity_acceleration(model, B, q.dtype)
+    return _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world)
+
+
+def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
+    """Joint accelerations, by the articulated-body algorithm in O(nbodies) (default).
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`; quaternion blocks need not be normalised.
+        qd: velocities `(nv,)` [rad/s | m/s]; body coordinates for free joints.
+        tau: generalized forces `(nv,)` [N m | N]; ``[n; f]`` in body coordinates for
+            free joints.
+        f_ext: optional `(nbodies, 6)` spatial forces in world coordinates at the world
+            origin; row 0 is ignored.
+        method: ``"aba"`` (articulated-body algorithm) or ``"crba"`` (mass matrix by
+            the CRBA, then a Cholesky solve; O(n^3) but often as fast for small n).
+
+    Returns:
+        `qdd`, `(nv,)`, such that `inverse_dynamics(model, q, qd, qdd, f_ext) == tau`.
+
+    Raises:
+        ValueError: wrong shapes or an unknown method.
+
+    Example:
+        >>> qdd = jaxrbd.forward_dynamics(model, q, jnp.zeros(model.nv), tau)
+    """
+    with jax.named_scope("jaxrbd.forward_dynamics"):
+        q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
+        f_ext = check_f_ext(model, f_ext)
+        if method == "crba":
+            from ._crba import mass_matrix
+            from ._rnea import bias_forces
+
+            H = mass_matrix(model, q)
+            C = bias_forces(model, q, qd, f_ext)
+            L = jnp.linalg.cholesky(H)
+            return jax.scipy.linalg.cho_solve((L, True), tau - C)
+        if method != "aba":
+            raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
+        f = None if f_ext is None else f_ext[..., None]
+        return aba_batched(model, q[:, None], qd[:, None], tau[:, None], f)[:, 0]
+
+
+def minv_times_batched(model, q, tau):
+    """``H(q)^-1 tau`` on the batch-trailing layout; ``tau (nv, K)`` broadcasts against ``q (nq, B)``."""
+    s = sched(model)
+    E, r, S = Xup_and_S(model, q)
+    Ic = node_inertias(model)
+    _, (U, Dinv) = _inertia_pass(s, E, r, S, Ic)
+    tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
+    _, u = _bias_pass(s, E, r, S, U, Dinv, tau_n)
+    a_world = jnp.zeros((6, 1), tau.dtype)
+    return _acceleration_pass(s, E, r, S, None, U, Dinv, u, a_world)
+
+
+def minv_times(model, q, tau):
+    """``H(q)^-1 tau`` in O(n) per right-hand side, reusing the articulated inertias.
+
+    RBDL's ``CalcMInvTimesTau``: one backward pass for the articulated inertias, then a
+    bias pass and an acceleration pass (ABA with ``qd = 0`` and no gravity) for all
+    right-hand sides together.
+
+    Args:
+        q: `(nq,)`.
+        tau: `(nv,)` or `(nv, K)` (K right-hand sides).
+
+    Returns:
+        ``H^-1 tau`` with the shape of `tau`.
+
+    Example:
+        >>> x = jaxrbd.minv_times(model, q, jnp.eye(model.nv))   # = inv(H)
+    """
+    with jax.named_scope("jaxrbd.minv_times"):
+        (q,) = check_state(model, q=q)
+        from ._common import _as_float
+
+        tau = _as_float("tau", tau, model.dtype)
+        if tau.ndim not in (1, 2) or tau.shape[0] != model.nv:
+            raise ValueError(
+                f"tau has shape {tau.shape}, expected ({model.nv},) or ({model.nv}, K) "
+                "= (model.nv,) or (model.nv, K)"
+            )
+        t2 = tau if tau.ndim == 2 else tau[:, None]
+        out = minv_times_batched(model, q[:, None], t2)
+        return out if tau.ndim == 2 else out[:, 0]

@@ -1,0 +1,137 @@
+"""Shared pieces of the recursive algorithms: argument checks, ``Xup``, padding."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from . import _algebra as al
+from ._jcalc import joint_transforms, node_Xtree, tables
+from ._tree import Schedule, schedule
+
+# ---------------------------------------------------------------- argument checks
+
+
+def _as_float(name: str, x, dtype):
+    try:
+        x = jnp.asarray(x)
+    except TypeError as e:
+        raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__} ({e})") from None
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) or x.dtype == jnp.bool_ or not (
+        jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)
+    ):
+        raise TypeError(f"{name} has dtype {x.dtype}, expected a real floating dtype")
+    return x.astype(dtype)
+
+
+def check_vector(name: str, x, n: int, what: str, dtype):
+    """``x`` as a ``(n,)`` array of ``dtype``, or a ValueError naming ``name``."""
+    x = _as_float(name, x, dtype)
+    if x.shape != (n,):
+        raise ValueError(f"{name} has shape {x.shape}, expected ({n},) = ({what},)")
+    return x
+
+
+def check_f_ext(model, f_ext):
+    if f_ext is None:
+        return None
+    f_ext = _as_float("f_ext", f_ext, model.dtype)
+    if f_ext.shape != (model.nbodies, 6):
+        raise ValueError(
+            f"f_ext has shape {f_ext.shape}, expected ({model.nbodies}, 6) = (model.nbodies, 6)"
+        )
+    return f_ext
+
+
+def check_state(model, **arrays):
+    """Check and convert each named vector; sizes by name (q: nq, others: nv)."""
+    out = []
+    for name, x in arrays.items():
+        if name == "q":
+            out.append(check_vector("q", x, model.nq, "model.nq", model.dtype))
+        else:
+            out.append(check_vector(name, x, model.nv, "model.nv", model.dtype))
+    return out
+
+
+# ---------------------------------------------------------------- per-node terms
+
+
+def sched(model) -> Schedule:
+    return schedule(model.node_parent, model.traversal)
+
+
+def Xup_and_S(model, q):
+    """``Xup_i = XJ_i Xtree_i`` (``E, r``) and ``S_i`` for every node: ``(nn, ..., B)``."""
+    EJ, rJ, S = joint_transforms(model, q)
+    Et, rt = node_Xtree(model)
+    E, r = al.compose(EJ, rJ, Et, rt)
+    return E, r, S
+
+
+def pad(x, s: Schedule, fill=0.0):
+    """Append the scratch rows (``nbuf - nn``) to a per-node array (leading axis)."""
+    extra = s.nbuf - x.shape[0]
+    if extra <= 0:
+        return x
+    filler = jnp.full((extra,) + x.shape[1:], fill, x.dtype)
+    return jnp.concatenate([x, filler], axis=0)
+
+
+def pad_E(E, s: Schedule):
+    extra = s.nbuf - E.shape[0]
+    eye = jnp.broadcast_to(jnp.eye(3, dtype=E.dtype)[:, :, None], (extra, 3, 3, E.shape[-1]))
+    return jnp.concatenate([E, eye], axis=0)
+
+
+def pad_S(S, s: Schedule):
+    """Scratch rows get ``S = e_1`` so their ``D`` stays positive (no NaN anywhere)."""
+    extra = s.nbuf - S.shape[0]
+    e1 = jnp.zeros((extra, 6, S.shape[-1]), S.dtype).at[:, 0].set(1.0)
+    return jnp.concatenate([S, e1], axis=0)
+
+
+def pad_inertia(I, s: Schedule):
+    extra = s.nbuf - I.shape[0]
+    unit = jnp.asarray([1.0, 0, 0, 0, 1.0, 0, 1.0, 0, 0, 1.0], I.dtype)
+    filler = jnp.broadcast_to(unit[None, :, None], (extra, 10, I.shape[-1]))
+    return jnp.concatenate([I, filler], axis=0)
+
+
+def gravity_acceleration(model, B, dtype):
+    """Acceleration of the world frame that emulates gravity: ``[0; -g]``, ``(6, B)``."""
+    g = jnp.asarray(model.gravity, dtype)
+    return jnp.broadcast_to(jnp.concatenate([jnp.zeros(3, dtype), -g])[:, None], (6, B))
+
+
+def f_ext_nodes(model, f_ext, E0, r0):
+    """External forces (world coordinates at the world origin) -> node coordinates.
+
+    Rows of bodies merged into the same node add up (a force on a fixed-merged body
+    acts on its node); the world's rows are dropped.
+    """
+    t = tables(model)
+    f = jnp.zeros((t.nn, 6) + f_ext.shape[2:], f_ext.dtype).at[np.asarray(t.body_node)].add(f_ext)
+    f = f.at[0].set(0.0)
+    return al.X_force(E0, r0, f)
+
+
+def nodes_to_v(x):
+    """Drop the world row (and scratch rows) of a per-node scalar array: ``(nv, B)``."""
+    return x
+
+
+__all__ = [
+    "check_vector",
+    "check_state",
+    "check_f_ext",
+    "sched",
+    "Xup_and_S",
+    "pad",
+    "pad_E",
+    "pad_S",
+    "pad_inertia",
+    "gravity_acceleration",
+    "f_ext_nodes",
+    "tables",
+]

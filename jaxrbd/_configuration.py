@@ -1,0 +1,176 @@
+"""Configurations on the joint manifolds: `integrate`, `difference`, `neutral_configuration`."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _algebra as al
+from ._common import check_state
+from ._rotation import (
+    exp_quat,
+    log_quat,
+    normalize_quat,
+    quat_mul,
+    quat_to_R,
+    so3_left_jacobian,
+    so3_left_jacobian_inv,
+)
+
+__all__ = ["integrate", "difference", "neutral_configuration", "random_configuration"]
+
+
+def _blocks(model, kinds):
+    """Static ``(q_start, v_start)`` arrays of the joints of the given kinds."""
+    bodies = [b for b in range(1, model.nbodies) if model.joint_kind[b] in kinds]
+    return np.array([model.q_start[b] for b in bodies], dtype=np.int64), np.array(
+        [model.v_start[b] for b in bodies], dtype=np.int64
+    )
+
+
+def _euclidean_maps(model):
+    """Static q indices and v indices of the plain (q_dot = v) coordinates."""
+    qi, vi = [], []
+    for b in range(1, model.nbodies):
+        if model.joint_kind[b] in ("fixed", "spherical", "free"):
+            continue
+        n = model.joint_nq(b)
+        qi += range(model.q_start[b], model.q_start[b] + n)
+        vi += range(model.v_start[b], model.v_start[b] + n)
+    return np.array(qi, dtype=np.int64), np.array(vi, dtype=np.int64)
+
+
+def integrate_batched(model, q, v, dt=1.0):
+    """``q (+) v dt`` on the batch-trailing layout ``q (nq, B)``, ``v (nv, B)``."""
+    qi, vi = _euclidean_maps(model)
+    out = q
+    if len(qi):
+        out = out.at[qi].set(q[qi] + v[vi] * dt)
+    qs, vs = _blocks(model, ("spherical",))
+    if len(qs):
+        quat = q[qs[:, None] + np.arange(4)]
+        w = v[vs[:, None] + np.arange(3)] * dt
+        out = out.at[qs[:, None] + np.arange(4)].set(normalize_quat(quat_mul(quat, exp_quat(w))))
+    qs, vs = _blocks(model, ("free",))
+    if len(qs):
+        # exact SE(3) exponential of the body twist: R+ = R exp(w), p+ = p + R V(w) v
+        p = q[qs[:, None] + np.arange(3)]
+        quat = q[qs[:, None] + 3 + np.arange(4)]
+        w = v[vs[:, None] + np.arange(3)] * dt
+        lv = v[vs[:, None] + 3 + np.arange(3)] * dt
+        R = quat_to_R(quat)
+        p_new = p + al.mv(R, al.mv(so3_left_jacobian(w), lv))
+        quat_new = normalize_quat(quat_mul(quat, exp_quat(w)))
+        out = out.at[qs[:, None] + np.arange(3)].set(p_new)
+        out = out.at[qs[:, None] + 3 + np.arange(4)].set(quat_new)
+    return out
+
+
+def difference_batched(model, q0, q1):
+    """The velocity ``v`` with ``integrate(q0, v, 1) = q1`` (batch-trailing layout)."""
+    B = max(q0.shape[-1], q1.shape[-1])
+    out = jnp.zeros((model.nv, B), q0.dtype)
+    qi, vi = _euclidean_maps(model)
+    if len(qi):
+        out = out.at[vi].set(q1[qi] - q0[qi])
+
+    def rel(qs, off):
+        a = normalize_quat(q0[qs[:, None] + off + np.arange(4)])
+        b = normalize_quat(q1[qs[:, None] + off + np.arange(4)])
+        a_conj = a * jnp.asarray([1.0, -1.0, -1.0, -1.0], a.dtype)[:, None]
+        return log_quat(quat_mul(a_conj, b)), a
+
+    qs, vs = _blocks(model, ("spherical",))
+    if len(qs):
+        out = out.at[vs[:, None] + np.arange(3)].set(rel(qs, 0)[0])
+    qs, vs = _blocks(model, ("free",))
+    if len(qs):
+        w, a = rel(qs, 3)
+        dp = q1[qs[:, None] + np.arange(3)] - q0[qs[:, None] + np.arange(3)]
+        lv = al.mv(so3_left_jacobian_inv(w), al.mtv(quat_to_R(a), dp))
+        out = out.at[vs[:, None] + np.arange(3)].set(w)
+        out = out.at[vs[:, None] + 3 + np.arange(3)].set(lv)
+    return out
+
+
+def integrate(model, q, v, dt=1.0):
+    """Move ``q`` along the velocity ``v`` for time ``dt`` on the joint manifolds.
+
+    Plain coordinates get ``q + v dt``; spherical joints ``quat * exp(w dt / 2)`` (the
+    angular velocity is in child coordinates); free joints the exact SE(3) exponential
+    of the body twist (as Pinocchio's ``integrate``). Quaternions stay unit.
+
+    Args:
+        q: `(nq,)`. v: `(nv,)` in the units of `qd`. dt: time step [s] (a scalar).
+
+    Returns:
+        The new configuration, `(nq,)`.
+
+    Example:
+        >>> q1 = jaxrbd.integrate(model, jaxrbd.neutral_configuration(model), jnp.ones(model.nv), 0.1)
+    """
+    with jax.named_scope("jaxrbd.integrate"):
+        q, v = check_state(model, q=q, v=v)
+        return integrate_batched(model, q[:, None], v[:, None], dt)[:, 0]
+
+
+def difference(model, q0, q1):
+    """The constant velocity taking ``q0`` to ``q1`` in unit time (the inverse of `integrate`).
+
+    Args:
+        q0, q1: `(nq,)`.
+
+    Returns:
+        `v`, `(nv,)` with ``integrate(model, q0, v, 1) == q1`` (quaternions up to sign).
+
+    Example:
+        >>> v = jaxrbd.difference(model, q0, q1)
+    """
+    with jax.named_scope("jaxrbd.difference"):
+        (q0,) = check_state(model, q=q0)
+        (q1,) = check_state(model, q=q1)
+        return difference_batched(model, q0[:, None], q1[:, None])[:, 0]
+
+
+def neutral_configuration(model):
+    """The reference configuration: zeros, with identity quaternions ``(1, 0, 0, 0)``.
+
+    Returns:
+        `q`, `(nq,)`, in the model's dtype.
+
+    Example:
+        >>> q = jaxrbd.neutral_configuration(model)
+    """
+    q = np.zeros(model.nq)
+    for b in range(1, model.nbodies):
+        if model.joint_kind[b] == "spherical":
+            q[model.q_start[b]] = 1.0
+        elif model.joint_kind[b] == "free":
+            q[model.q_start[b] + 3] = 1.0
+    return jnp.asarray(q, model.dtype)
+
+
+def random_configuration(model, key, scale=1.0):
+    """A random configuration: angles/displacements uniform in ``[-scale, scale]``,
+    quaternions uniform on the sphere.
+
+    Args:
+        key: a `jax.random` key.
+
+    Returns:
+        `q`, `(nq,)`.
+
+    Example:
+        >>> q = jaxrbd.random_configuration(model, jax.random.key(0))
+    """
+    k1, k2 = jax.random.split(key)
+    q = jax.random.uniform(k1, (model.nq,), model.dtype, -scale, scale)
+    g = jax.random.normal(k2, (model.nq,), model.dtype)
+    for kinds, off in ((("spherical",), 0), (("free",), 3)):
+        qs, _ = _blocks(model, kinds)
+        if len(qs):
+            idx = qs[:, None] + off + np.arange(4)
+            quat = g[idx]
+            q = q.at[idx].set(quat / jnp.linalg.norm(quat, axis=-1, keepdims=True))
+    return q

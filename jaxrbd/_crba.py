@@ -1,0 +1,76 @@
+"""Joint-space inertia by the composite-rigid-body algorithm (seed 000 Alg. 3, RBDA Table 6.2)."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _algebra as al
+from ._common import Xup_and_S, check_state, sched
+from ._jcalc import node_inertias
+from ._passes import composite_inertias
+from ._tree import Schedule
+
+__all__ = ["mass_matrix", "crba_batched"]
+
+
+@functools.lru_cache(maxsize=256)
+def _walk_tables(s: Schedule):
+    """Static tables of the ancestor walk: for walk step d (d = 1..max_depth-1),
+    ``cur[d-1, i]`` is the node whose ``Xup`` lifts node ``i``'s force one level and
+    ``anc[d-1, i]`` the ancestor reached (0 = past the root: masked)."""
+    anc = s.ancestors  # (Dm, nv), -1 past the root
+    Dm = anc.shape[0]
+    nodes = np.arange(1, s.n)
+    cur = np.concatenate([nodes[None], np.maximum(anc[:-1], 0)], axis=0)[:Dm]
+    cur = np.where(np.concatenate([np.ones((1, s.n - 1), bool), anc[:-1] > 0])[:Dm], cur, 0)
+    valid = anc > 0
+    rows, cols = np.nonzero(valid.T)  # i-1, step d-1
+    return cur, np.maximum(anc, 0), rows, cols, anc[cols, rows] - 1
+
+
+def crba_batched(model, q):
+    """CRBA on the batch-trailing layout: ``q (nq, B)`` -> ``H (nv, nv, B)``."""
+    s = sched(model)
+    E, r, S = Xup_and_S(model, q)
+    IC = composite_inertias(s, E, r, node_inertias(model))
+    F = al.inertia_mul(IC[1:], S[1:])  # (nv, 6, B)
+    diag = al.dot(S[1:], F)
+    nv = model.nv
+    H = jnp.zeros((nv, nv) + diag.shape[-1:], diag.dtype)
+    H = H.at[np.arange(nv), np.arange(nv)].set(diag)
+    if s.max_depth > 1:
+        cur, anc, rows, steps, cols = _walk_tables(s)
+
+        def step(F, x):
+            Ec, rc, Sa = x
+            F = al.XT_force(Ec, rc, F)
+            return F, al.dot(Sa, F)
+
+        _, vals = jax.lax.scan(step, F, (E[cur], r[cur], S[anc]))  # (Dm, nv, B)
+        v = vals[steps, rows]
+        H = H.at[rows, cols].set(v).at[cols, rows].set(v)
+    return H
+
+
+def mass_matrix(model, q):
+    """Joint-space inertia matrix ``H(q)`` by the composite-rigid-body algorithm.
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`.
+
+    Returns:
+        `H`, `(nv, nv)`, symmetric positive definite [kg m^2 | kg m | kg].
+
+    Example:
+        >>> H = jaxrbd.mass_matrix(model, jnp.zeros(model.nq))
+        >>> H.shape == (model.nv, model.nv)
+        True
+    """
+    with jax.named_scope("jaxrbd.mass_matrix"):
+        (q,) = check_state(model, q=q)
+        return crba_batched(model, q[:, None])[..., 0]

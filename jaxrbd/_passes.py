@@ -1,0 +1,118 @@
+"""The recursions shared by the algorithms, each one `lax.scan` over the schedule.
+
+Everything is in the batch-trailing layout of `_algebra` and on per-node buffers with
+``nbuf`` rows (nodes + scratch rows, see `_tree`). Row 0 is the world.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from . import _algebra as al
+from ._common import pad, pad_E
+from ._tree import Schedule, backward_scan, forward_scan
+
+_SET = dict(unique_indices=True, indices_are_sorted=True, mode="promise_in_bounds")
+
+
+def world_transforms(s: Schedule, E, r):
+    """``X0_i`` (world -> node ``i``) of every node: ``X0_i = Xup_i X0_lam``."""
+    B = E.shape[-1]
+    E0 = pad_E(E, s).at[0].set(jnp.eye(3, dtype=E.dtype)[:, :, None])
+    r0 = pad(jnp.zeros_like(r), s)
+
+    def step(c, idx, par, x):
+        E0, r0 = c
+        Ei, ri = x
+        Ep, rp = E0[par], r0[par]
+        En, rn = al.compose(Ei, ri, Ep, rp)
+        return E0.at[idx].set(En, **_SET), r0.at[idx].set(rn, **_SET)
+
+    E0, r0 = forward_scan(step, (E0, jnp.broadcast_to(r0, r0.shape[:-1] + (B,))), s,
+                          (pad_E(E, s), pad(r, s)))
+    return E0[: s.n], r0[: s.n]
+
+
+def velocities(s: Schedule, E, r, vJ, with_X0=False):
+    """``v_i = Xup_i v_lam + vJ_i`` (and optionally ``X0``), ``(nn, 6, B)``."""
+    B = vJ.shape[-1]
+    v0 = jnp.zeros((s.nbuf, 6, B), vJ.dtype)
+    xs = (pad_E(E, s), pad(r, s), pad(vJ, s))
+    if not with_X0:
+
+        def step(v, idx, par, x):
+            Ei, ri, vJi = x
+            return v.at[idx].set(al.X_motion(Ei, ri, v[par]) + vJi, **_SET)
+
+        return forward_scan(step, v0, s, xs)[: s.n], None
+
+    E0 = jnp.broadcast_to(jnp.eye(3, dtype=vJ.dtype)[:, :, None], (s.nbuf, 3, 3, E.shape[-1]))
+    r0 = jnp.zeros((s.nbuf, 3, r.shape[-1]), vJ.dtype)
+
+    def step2(c, idx, par, x):
+        v, E0, r0 = c
+        Ei, ri, vJi = x
+        En, rn = al.compose(Ei, ri, E0[par], r0[par])
+        return (
+            v.at[idx].set(al.X_motion(Ei, ri, v[par]) + vJi, **_SET),
+            E0.at[idx].set(En, **_SET),
+            r0.at[idx].set(rn, **_SET),
+        )
+
+    v, E0, r0 = forward_scan(step2, (v0, E0, r0), s, xs)
+    return v[: s.n], (E0[: s.n], r0[: s.n])
+
+
+def velocities_accelerations(s: Schedule, E, r, vJ, vJc, cJ, Sqdd, a_world, with_X0=False):
+    """RNEA forward pass: ``v_i`` and ``a_i = Xup_i a_lam + S_i qdd_i + v_i x vJc_i + cJ_i``."""
+    B = max(vJ.shape[-1], Sqdd.shape[-1], E.shape[-1])
+    dtype = vJ.dtype
+    v0 = jnp.zeros((s.nbuf, 6, B), dtype)
+    a0 = v0.at[0].set(jnp.broadcast_to(a_world, (6, B)))
+    acc = Sqdd if cJ is None else Sqdd + cJ
+    xs = (pad_E(E, s), pad(r, s), pad(vJ, s), pad(vJc, s), pad(acc, s))
+    carry = (v0, a0)
+    if with_X0:
+        carry += (
+            jnp.broadcast_to(jnp.eye(3, dtype=dtype)[:, :, None], (s.nbuf, 3, 3, E.shape[-1])),
+            jnp.zeros((s.nbuf, 3, r.shape[-1]), dtype),
+        )
+
+    def step(c, idx, par, x):
+        Ei, ri, vJi, vJci, acci = x
+        vi = al.X_motion(Ei, ri, c[0][par]) + vJi
+        ai = al.X_motion(Ei, ri, c[1][par]) + acci + al.cross_motion(vi, vJci)
+        out = (c[0].at[idx].set(vi, **_SET), c[1].at[idx].set(ai, **_SET))
+        if with_X0:
+            En, rn = al.compose(Ei, ri, c[2][par], c[3][par])
+            out += (c[2].at[idx].set(En, **_SET), c[3].at[idx].set(rn, **_SET))
+        return out
+
+    c = forward_scan(step, carry, s, xs)
+    X0 = (c[2][: s.n], c[3][: s.n]) if with_X0 else None
+    return c[0][: s.n], c[1][: s.n], X0
+
+
+def accumulate_forces(s: Schedule, E, r, f):
+    """Backward pass ``f_lam += Xup_i^T f_i``; returns the accumulated ``f`` ``(nn, 6, B)``."""
+    f = pad(f, s)
+
+    def step(f, idx, par, x):
+        Ei, ri = x
+        return f.at[par].add(al.XT_force(Ei, ri, f[idx]))
+
+    return backward_scan(step, f, s, (pad_E(E, s), pad(r, s)))[: s.n]
+
+
+def composite_inertias(s: Schedule, E, r, Ic):
+    """CRBA backward pass ``IC_lam += Xup_i^T IC_i Xup_i`` in compact rigid-body form."""
+    from ._common import pad_inertia
+
+    B = E.shape[-1]
+    IC = pad_inertia(jnp.broadcast_to(Ic, Ic.shape[:-1] + (B,)), s)
+
+    def step(IC, idx, par, x):
+        Ei, ri = x
+        return IC.at[par].add(al.XT_compact_X(Ei, ri, IC[idx]))
+
+    return backward_scan(step, IC, s, (pad_E(E, s), pad(r, s)))[: s.n]

@@ -1,0 +1,115 @@
+"""Inverse dynamics by the recursive Newton-Euler algorithm (seed 000 Alg. 1, RBDA Table 5.1)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from . import _algebra as al
+from ._common import (
+    Xup_and_S,
+    check_f_ext,
+    check_state,
+    f_ext_nodes,
+    gravity_acceleration,
+    sched,
+)
+from ._jcalc import joint_velocity_terms, node_inertias
+from ._passes import accumulate_forces, velocities_accelerations
+
+__all__ = ["inverse_dynamics", "bias_forces", "gravity_forces", "rnea_batched"]
+
+
+def rnea_batched(model, q, qd, qdd, f_ext=None, gravity=True):
+    """RNEA on the batch-trailing layout: ``q (nq, B)``, ``qd, qdd (nv, B)`` -> ``tau (nv, B)``.
+
+    ``f_ext``: ``(nbodies, 6, B)`` or ``None``. ``gravity=False`` drops gravity.
+    """
+    s = sched(model)
+    B = q.shape[-1]
+    E, r, S = Xup_and_S(model, q)
+    vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
+    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    a_world = gravity_acceleration(model, B, q.dtype)
+    if not gravity:
+        a_world = jnp.zeros_like(a_world)
+    v, a, X0 = velocities_accelerations(
+        s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a_world, with_X0=f_ext is not None
+    )
+    Ic = node_inertias(model)
+    # f_i = I_i a_i + v_i x* I_i v_i - f_ext_i, in node coordinates (batched, no recursion)
+    f = al.inertia_mul(Ic, a) + al.cross_force(v, al.inertia_mul(Ic, v))
+    if f_ext is not None:
+        f = f - f_ext_nodes(model, f_ext, *X0)
+    f = accumulate_forces(s, E, r, f)
+    return al.dot(S, f)[1:]
+
+
+def _single(model, q, qd, qdd, f_ext, gravity):
+    q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
+    f_ext = check_f_ext(model, f_ext)
+    f = None if f_ext is None else f_ext[..., None]
+    return rnea_batched(model, q[:, None], qd[:, None], qdd[:, None], f, gravity)[:, 0]
+
+
+def inverse_dynamics(model, q, qd, qdd, f_ext=None):
+    """Generalized forces by the recursive Newton-Euler algorithm, O(nbodies).
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`; quaternion blocks need not be normalised (they are
+            normalised inside; a zero quaternion gives NaN).
+        qd: velocities `(nv,)` [rad/s | m/s]; body coordinates for free joints.
+        qdd: accelerations `(nv,)` [rad/s^2 | m/s^2], the time derivative of `qd`.
+        f_ext: optional `(nbodies, 6)` spatial forces `[n; f]` on each body, in world
+            coordinates at the world origin [N m; N]; row 0 (world) is ignored.
+
+    Returns:
+        `tau`, `(nv,)` [N m | N] with `H(q) qdd + C(q, qd) = tau` (+ the `f_ext` work).
+
+    Raises:
+        ValueError: an argument has the wrong shape (message names it).
+        TypeError: an argument is not real-valued.
+
+    Example:
+        >>> model = jaxrbd.models.triple_pendulum()
+        >>> tau = jaxrbd.inverse_dynamics(model, jnp.zeros(9), jnp.zeros(9), jnp.zeros(9))
+        >>> tau.shape
+        (9,)
+    """
+    with jax.named_scope("jaxrbd.inverse_dynamics"):
+        return _single(model, q, qd, qdd, f_ext, True)
+
+
+def bias_forces(model, q, qd, f_ext=None):
+    """Coriolis, centrifugal and gravity forces ``C(q, qd)``: `inverse_dynamics` at ``qdd = 0``.
+
+    Args:
+        q: `(nq,)`. qd: `(nv,)`. f_ext: optional `(nbodies, 6)`, world coordinates.
+
+    Returns:
+        `C`, `(nv,)`, with `H qdd + C = tau`.
+
+    Example:
+        >>> C = jaxrbd.bias_forces(model, jnp.zeros(model.nq), jnp.ones(model.nv))
+    """
+    with jax.named_scope("jaxrbd.bias_forces"):
+        qd = check_state(model, qd=qd)[0]
+        return _single(model, q, qd, jnp.zeros_like(qd), f_ext, True)
+
+
+def gravity_forces(model, q):
+    """Generalized gravity ``g(q)``: `inverse_dynamics` at ``qd = qdd = 0``.
+
+    Args:
+        q: `(nq,)`.
+
+    Returns:
+        `g`, `(nv,)` [N m | N].
+
+    Example:
+        >>> g = jaxrbd.gravity_forces(model, jnp.zeros(model.nq))
+    """
+    with jax.named_scope("jaxrbd.gravity_forces"):
+        z = jnp.zeros(model.nv, model.dtype)
+        return _single(model, q, z, z, None, True)

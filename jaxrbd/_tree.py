@@ -1,0 +1,95 @@
+"""Static traversal schedules over the node tree, and the scans that use them.
+
+A *schedule* is a list of steps, each a fixed-width row of node indices whose
+parents were all handled by earlier steps. ``traversal="body"`` has one node per
+step (a plain topological order); ``traversal="level"`` puts every node of one tree
+depth in one step, vectorised. Rows are padded to the width with *scratch* node
+indices ``nnodes, nnodes + 1, ...`` (one per slot, so writes never collide); the
+per-node buffers carry those extra rows, filled with harmless values.
+
+All tables are numpy (trace-time constants), cached per tree structure.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from jax import lax
+
+__all__ = ["Schedule", "schedule"]
+
+
+class Schedule:
+    """Traversal tables for one tree (``parent[0] == -1``)."""
+
+    def __init__(self, parent: tuple[int, ...], traversal: str):
+        n = len(parent)
+        depth = np.zeros(n, dtype=np.int64)
+        for i in range(1, n):
+            depth[i] = depth[parent[i]] + 1
+        self.n = n
+        self.depth = depth
+        self.max_depth = int(depth.max()) if n > 1 else 0
+        if traversal == "level":
+            groups = [np.flatnonzero(depth == d) for d in range(1, self.max_depth + 1)]
+        else:
+            groups = [np.array([i]) for i in range(1, n)]
+        self.width = max((len(g) for g in groups), default=1)
+        W = self.width
+        #: padded buffer size: real nodes + one scratch row per slot
+        self.nbuf = n + W
+        steps = np.empty((len(groups), W), dtype=np.int32)
+        for s, g in enumerate(groups):
+            steps[s, : len(g)] = g
+            steps[s, len(g) :] = n + np.arange(len(g), W)
+        par = np.concatenate([np.asarray(parent), n + np.arange(W)])
+        par[0] = 0
+        self.steps = steps  # (nsteps, W) node indices
+        self.step_parent = par[steps].astype(np.int32)  # (nsteps, W)
+        self.parent_padded = par.astype(np.int32)  # (nbuf,)
+        # Ancestor walk tables for the CRBA: for d = 1..max_depth-1, node i's
+        # ancestor at distance d (or -1).
+        anc = np.full((max(self.max_depth - 1, 0), n - 1), -1, dtype=np.int64)
+        cur = np.arange(1, n)
+        for d in range(self.max_depth - 1):
+            cur = np.where(cur > 0, np.asarray(parent)[np.maximum(cur, 0)], 0)
+            anc[d] = np.where(cur > 0, cur, -1)
+        self.ancestors = anc  # (max_depth-1, n-1)
+
+
+@functools.lru_cache(maxsize=256)
+def schedule(parent: tuple[int, ...], traversal: str = "level") -> Schedule:
+    return Schedule(parent, traversal)
+
+
+def forward_scan(step, carry, sched: Schedule, xs_nodes):
+    """Run ``step(carry, (idx, par, xs)) -> carry`` over the schedule, root to leaves.
+
+    ``xs_nodes`` is a pytree of per-node arrays with ``nbuf`` leading rows; each step
+    receives the rows of its nodes (``(W, ...)``).
+    """
+    import jax
+
+    xs = jax.tree_util.tree_map(lambda x: x[sched.steps], xs_nodes)
+
+    def body(c, inp):
+        idx, par, x = inp
+        return step(c, idx, par, x), None
+
+    carry, _ = lax.scan(body, carry, (sched.steps, sched.step_parent, xs))
+    return carry
+
+
+def backward_scan(step, carry, sched: Schedule, xs_nodes):
+    """As `forward_scan`, leaves to root."""
+    import jax
+
+    xs = jax.tree_util.tree_map(lambda x: x[sched.steps], xs_nodes)
+
+    def body(c, inp):
+        idx, par, x = inp
+        return step(c, idx, par, x), None
+
+    carry, _ = lax.scan(body, carry, (sched.steps, sched.step_parent, xs), reverse=True)
+    return carry
