@@ -23,7 +23,7 @@ from ._common import (
 )
 from ._jcalc import joint_velocity_terms, node_inertias
 from ._passes import velocities
-from ._tree import backward_scan, forward_scan
+from ._tree import add, put, take
 
 __all__ = ["forward_dynamics", "aba_batched", "minv_times", "minv_times_batched"]
 
@@ -40,39 +40,50 @@ def _project(A, Bk, C, Si, pi, taui):
     return U, Dinv, u, Ia
 
 
+def _pack(A, Bk, C, p=None):
+    flat = [x.reshape(x.shape[:-3] + (9, x.shape[-1])) for x in (A, Bk, C)]
+    return jnp.concatenate(flat + ([] if p is None else [p]), axis=-2)
+
+
+def _unpack(row):
+    blk = lambda k: row[..., 9 * k : 9 * k + 9, :].reshape(row.shape[:-2] + (3, 3, row.shape[-1]))  # noqa: E731
+    return blk(0), blk(1), blk(2), row[..., 27:, :]
+
+
 def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None):
     """Backward ABA pass. With ``pA`` it also propagates bias forces.
+
+    The articulated inertia ``IA = [[A, Bk], [Bk^T, C]]`` and the bias force ``pA`` of
+    every node live in ONE carried buffer ``(nbuf, 27 [+ 6], B)``: one read and one
+    read-modify-write per step, which XLA updates in place (separate buffers made it
+    copy whole buffers every step).
 
     Returns per-step ``(U, Dinv)`` (and ``u``) stacked as ``(nsteps, W, ...)``.
     """
     B = E.shape[-1]
     A, Bk, C = al.inertia_blocks(pad_inertia(Ic, s))
     shape = lambda x: jnp.broadcast_to(x, x.shape[:-1] + (B,))  # noqa: E731
-    carry = (shape(A), shape(Bk), shape(C))
+    buf = _pack(shape(A), shape(Bk), shape(C), None if pA is None else pad(pA, s))
     xs = (pad_E(E, s), pad(r, s), pad_S(S, s))
     if pA is not None:
-        carry += (pad(pA, s),)
         xs += (pad(c, s), pad(tau, s))
 
-    def step(cy, idx, par, x):
+    def step(buf, idx, par, x):
         Ei, ri, Si = x[:3]
-        IA = (cy[0][idx], cy[1][idx], cy[2][idx])
+        A, Bk, C, pi = _unpack(take(buf, idx))
         if pA is None:
-            U, Dinv, _, Ia = _project(*IA, Si, None, None)
+            U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None)
             ys = (U, Dinv)
+            contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia))
         else:
             ci, taui = x[3:]
-            pi = cy[3][idx]
-            U, Dinv, u, Ia = _project(*IA, Si, pi, taui)
+            U, Dinv, u, Ia = _project(A, Bk, C, Si, pi, taui)
             pa = pi + al.blocks_mul(*Ia, ci) + U * (Dinv * u)[..., None, :]
             ys = (U, Dinv, u)
-        A2, B2, C2 = al.XT_blocks_X(Ei, ri, *Ia)
-        out = (cy[0].at[par].add(A2), cy[1].at[par].add(B2), cy[2].at[par].add(C2))
-        if pA is not None:
-            out += (cy[3].at[par].add(al.XT_force(Ei, ri, pa)),)
-        return out, ys
+            contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
+        return add(buf, par, contrib), ys
 
-    return _scan_with_outputs(step, carry, s, xs, reverse=True)
+    return _scan_with_outputs(step, buf, s, xs, reverse=True)
 
 
 def _bias_pass(s, E, r, S, U, Dinv, tau):
@@ -84,10 +95,10 @@ def _bias_pass(s, E, r, S, U, Dinv, tau):
     def step(pA, idx, par, x):
         Ei, ri, Si, taui = x[:4]
         Ui, Dinvi = x[4:]
-        pi = pA[idx]
+        pi = take(pA, idx)
         u = taui - al.dot(Si, pi)
         pa = pi + Ui * (Dinvi * u)[..., None, :]
-        return pA.at[par].add(al.XT_force(Ei, ri, pa)), u
+        return add(pA, par, al.XT_force(Ei, ri, pa)), u
 
     return _scan_with_outputs(step, pA, s, xs, reverse=True, step_xs=(U, Dinv))
 
@@ -101,12 +112,12 @@ def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world):
     def step(a, idx, par, x):
         Ei, ri, Si = x[:3]
         Ui, Dinvi, ui = x[-3:]
-        ai = al.X_motion(Ei, ri, a[par])
+        ai = al.X_motion(Ei, ri, take(a, par))
         if c is not None:
             ai = ai + x[3]
         qddi = Dinvi * (ui - al.dot(Ui, ai))
         ai = ai + Si * qddi[..., None, :]
-        return a.at[idx].set(ai, unique_indices=True, indices_are_sorted=True), qddi
+        return put(a, idx, ai), qddi
 
     _, qdd_steps = _scan_with_outputs(step, a0, s, xs, step_xs=(U, Dinv, u))
     # scatter the per-step outputs back to node order (static indices)

@@ -10,9 +10,8 @@ import jax.numpy as jnp
 
 from . import _algebra as al
 from ._common import pad, pad_E
-from ._tree import Schedule, backward_scan, forward_scan
+from ._tree import Schedule, add, backward_scan, forward_scan, put, take
 
-_SET = dict(unique_indices=True, indices_are_sorted=True, mode="promise_in_bounds")
 
 
 def world_transforms(s: Schedule, E, r):
@@ -24,9 +23,9 @@ def world_transforms(s: Schedule, E, r):
     def step(c, idx, par, x):
         E0, r0 = c
         Ei, ri = x
-        Ep, rp = E0[par], r0[par]
+        Ep, rp = take(E0, par), take(r0, par)
         En, rn = al.compose(Ei, ri, Ep, rp)
-        return E0.at[idx].set(En, **_SET), r0.at[idx].set(rn, **_SET)
+        return put(E0, idx, En), put(r0, idx, rn)
 
     E0, r0 = forward_scan(step, (E0, jnp.broadcast_to(r0, r0.shape[:-1] + (B,))), s,
                           (pad_E(E, s), pad(r, s)))
@@ -42,7 +41,7 @@ def velocities(s: Schedule, E, r, vJ, with_X0=False):
 
         def step(v, idx, par, x):
             Ei, ri, vJi = x
-            return v.at[idx].set(al.X_motion(Ei, ri, v[par]) + vJi, **_SET)
+            return put(v, idx, al.X_motion(Ei, ri, take(v, par)) + vJi)
 
         return forward_scan(step, v0, s, xs)[: s.n], None
 
@@ -52,11 +51,11 @@ def velocities(s: Schedule, E, r, vJ, with_X0=False):
     def step2(c, idx, par, x):
         v, E0, r0 = c
         Ei, ri, vJi = x
-        En, rn = al.compose(Ei, ri, E0[par], r0[par])
+        En, rn = al.compose(Ei, ri, take(E0, par), take(r0, par))
         return (
-            v.at[idx].set(al.X_motion(Ei, ri, v[par]) + vJi, **_SET),
-            E0.at[idx].set(En, **_SET),
-            r0.at[idx].set(rn, **_SET),
+            put(v, idx, al.X_motion(Ei, ri, take(v, par)) + vJi),
+            put(E0, idx, En),
+            put(r0, idx, rn),
         )
 
     v, E0, r0 = forward_scan(step2, (v0, E0, r0), s, xs)
@@ -80,12 +79,12 @@ def velocities_accelerations(s: Schedule, E, r, vJ, vJc, cJ, Sqdd, a_world, with
 
     def step(c, idx, par, x):
         Ei, ri, vJi, vJci, acci = x
-        vi = al.X_motion(Ei, ri, c[0][par]) + vJi
-        ai = al.X_motion(Ei, ri, c[1][par]) + acci + al.cross_motion(vi, vJci)
-        out = (c[0].at[idx].set(vi, **_SET), c[1].at[idx].set(ai, **_SET))
+        vi = al.X_motion(Ei, ri, take(c[0], par)) + vJi
+        ai = al.X_motion(Ei, ri, take(c[1], par)) + acci + al.cross_motion(vi, vJci)
+        out = (put(c[0], idx, vi), put(c[1], idx, ai))
         if with_X0:
-            En, rn = al.compose(Ei, ri, c[2][par], c[3][par])
-            out += (c[2].at[idx].set(En, **_SET), c[3].at[idx].set(rn, **_SET))
+            En, rn = al.compose(Ei, ri, take(c[2], par), take(c[3], par))
+            out += (put(c[2], idx, En), put(c[3], idx, rn))
         return out
 
     c = forward_scan(step, carry, s, xs)
@@ -99,7 +98,7 @@ def accumulate_forces(s: Schedule, E, r, f):
 
     def step(f, idx, par, x):
         Ei, ri = x
-        return f.at[par].add(al.XT_force(Ei, ri, f[idx]))
+        return add(f, par, al.XT_force(Ei, ri, take(f, idx)))
 
     return backward_scan(step, f, s, (pad_E(E, s), pad(r, s)))[: s.n]
 
@@ -113,6 +112,6 @@ def composite_inertias(s: Schedule, E, r, Ic):
 
     def step(IC, idx, par, x):
         Ei, ri = x
-        return IC.at[par].add(al.XT_compact_X(Ei, ri, IC[idx]))
+        return add(IC, par, al.XT_compact_X(Ei, ri, take(IC, idx)))
 
     return backward_scan(step, IC, s, (pad_E(E, s), pad(r, s)))[: s.n]

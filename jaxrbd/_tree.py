@@ -93,3 +93,32 @@ def backward_scan(step, carry, sched: Schedule, xs_nodes):
 
     carry, _ = lax.scan(body, carry, (sched.steps, sched.step_parent, xs), reverse=True)
     return carry
+
+
+# ---------------------------------------------------------------- buffer access
+# A step of width 1 (body-by-body traversal) reads and writes rows with in-place
+# dynamic slices; wider steps use gathers and scatters with static-shaped indices.
+
+
+def take(buf, idx):
+    """Rows ``idx`` (``(W,)``) of ``buf``."""
+    if idx.shape[0] == 1:
+        return lax.dynamic_slice_in_dim(buf, idx[0], 1, axis=0)
+    return buf.at[idx].get(mode="promise_in_bounds")
+
+
+def put(buf, idx, val):
+    """``buf`` with rows ``idx`` (distinct) replaced by ``val``."""
+    if idx.shape[0] == 1:
+        val = lax.broadcast_in_dim(val, (1,) + buf.shape[1:], tuple(range(val.ndim))) if (
+            val.shape != (1,) + buf.shape[1:]) else val
+        return lax.dynamic_update_slice_in_dim(buf, val.astype(buf.dtype), idx[0], axis=0)
+    return buf.at[idx].set(val, unique_indices=True, indices_are_sorted=True,
+                           mode="promise_in_bounds")
+
+
+def add(buf, idx, val):
+    """``buf`` with ``val`` added to rows ``idx`` (repeats accumulate)."""
+    if idx.shape[0] == 1:
+        return put(buf, idx, take(buf, idx) + val)
+    return buf.at[idx].add(val, mode="promise_in_bounds")
