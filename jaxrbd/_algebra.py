@@ -84,9 +84,11 @@ def outer(a, b):
     return a[..., :, None, :] * b[..., None, :, :]
 
 
-def eye3(like):
-    """Identity broadcastable against ``like`` (``(..., B)``): shape ``(3, 3, 1)``."""
-    return jnp.eye(3, dtype=like.dtype)[:, :, None]
+def eye3(like, lead=None):
+    """Identity ``(1, ..., 3, 3, 1)`` broadcastable against 3x3 blocks with the leading
+    axes of the vector ``like`` (``(..., k, B)``), or ``lead`` leading axes."""
+    lead = like.ndim - 2 if lead is None else lead
+    return jnp.eye(3, dtype=like.dtype).reshape((1,) * lead + (3, 3, 1))
 
 
 # ---------------------------------------------------------------- 6-D vectors
@@ -175,7 +177,7 @@ def inertia_mul(Ic, v):
 def inertia_blocks(Ic):
     """Compact rigid-body inertia -> ``(A, Bk, C)`` blocks of the 6x6 matrix."""
     m, h = Ic[..., 0:1, :], Ic[..., 1:4, :]
-    C = m[..., None, :] * eye3(m)
+    C = m[..., None, :] * eye3(m)  # m: (..., 1, B)
     return sym3(Ic[..., 4:, :]), skew(h), C
 
 

@@ -78,7 +78,7 @@ def difference_batched(model, q0, q1):
     def rel(qs, off):
         a = normalize_quat(q0[qs[:, None] + off + np.arange(4)])
         b = normalize_quat(q1[qs[:, None] + off + np.arange(4)])
-        a_conj = a * jnp.asarray([1.0, -1.0, -1.0, -1.0], a.dtype)[:, None]
+        a_conj = a * jnp.asarray([1.0, -1.0, -1.0, -1.0], a.dtype).reshape((1,) * (a.ndim - 2) + (4, 1))
         return log_quat(quat_mul(a_conj, b)), a
 
     qs, vs = _blocks(model, ("spherical",))

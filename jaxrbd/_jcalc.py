@@ -112,7 +112,7 @@ def _screw(axes, q):
     s, c = jnp.sin(q)[..., None, :], jnp.cos(q)[..., None, :]
     wx = al.skew(w)
     # Rodrigues: R = 1 + sin q wx + (1 - cos q) wx^2; E = R^T.
-    R = al.eye3(q) + s[..., None, :] * wx + (1 - c)[..., None, :] * al.mm(wx, wx)
+    R = al.eye3(q, lead=q.ndim - 1) + s[..., None, :] * wx + (1 - c)[..., None, :] * al.mm(wx, wx)
     # Origin displacement of the screw exp(q [w; v]); equals v q when w = 0.
     wv = al.cross(w, v)
     ww = al.dot(w, w)[..., None, :]
