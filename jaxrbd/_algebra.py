@@ -36,8 +36,15 @@ def cross(a, b):
 
 
 def dot(a, b):
-    """Sum over the component axis: ``(..., k, B) . (..., k, B) -> (..., B)``."""
-    return jnp.sum(a * b, axis=-2)
+    """Sum over the component axis: ``(..., k, B) . (..., k, B) -> (..., B)``.
+
+    Written as explicit products (no XLA ``reduce``) so it fuses with its neighbours.
+    """
+    p = a * b
+    out = p[..., 0, :]
+    for k in range(1, p.shape[-2]):
+        out = out + p[..., k, :]
+    return out
 
 
 def mv(E, x):
