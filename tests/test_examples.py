@@ -1,0 +1,35 @@
+"""The runnable examples and the demo run to completion and print what they promise."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(args, timeout=600):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
+def test_example_runs(script):
+    out = _run([f"examples/{script}"])
+    assert out.strip(), f"examples/{script} printed nothing"
+
+
+def test_demo_runs():
+    out = _run(["-m", "jaxrbd", "demo", "--model", "triple_pendulum", "--batch", "256",
+                "--repeats", "1"])
+    assert "max |tau' - tau|" in out
+    assert "per sample" in out
+    assert "dL/dm" in out
