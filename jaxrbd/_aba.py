@@ -24,6 +24,7 @@ from ._common import (
 from ._jcalc import joint_velocity_terms, node_inertias
 from ._passes import velocities
 from ._tree import add, put, take
+from ._vmap import native_vmap
 
 __all__ = ["forward_dynamics", "aba_batched", "minv_times", "minv_times_batched"]
 
@@ -142,8 +143,8 @@ def _scan_with_outputs(step, carry, s, xs_nodes, reverse=False, step_xs=()):
 
 def aba_batched(model, q, qd, tau, f_ext=None):
     """ABA on the batch-trailing layout: ``q (nq, B)``, ``qd, tau (nv, B)`` -> ``qdd (nv, B)``."""
-    s = sched(model)
     B = q.shape[-1]
+    s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
     v, X0 = velocities(s, E, r, vJ, with_X0=f_ext is not None)
@@ -158,6 +159,10 @@ def aba_batched(model, q, qd, tau, f_ext=None):
     _, (U, Dinv, u) = _inertia_pass(s, E, r, S, Ic, c=c, pA=pA, tau=tau_n)
     a_world = gravity_acceleration(model, B, q.dtype)
     return _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world)
+
+
+_aba = native_vmap(lambda m, q, qd, tau: aba_batched(m, q, qd, tau))
+_aba_f = native_vmap(lambda m, q, qd, tau, f: aba_batched(m, q, qd, tau, f))
 
 
 def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
@@ -196,13 +201,14 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
             return jax.scipy.linalg.cho_solve((L, True), tau - C)
         if method != "aba":
             raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
-        f = None if f_ext is None else f_ext[..., None]
-        return aba_batched(model, q[:, None], qd[:, None], tau[:, None], f)[:, 0]
+        if f_ext is None:
+            return _aba(model, q, qd, tau)
+        return _aba_f(model, q, qd, tau, f_ext)
 
 
 def minv_times_batched(model, q, tau):
     """``H(q)^-1 tau`` on the batch-trailing layout; ``tau (nv, K)`` broadcasts against ``q (nq, B)``."""
-    s = sched(model)
+    s = sched(model, max(q.shape[-1], tau.shape[-1]))
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)
     _, (U, Dinv) = _inertia_pass(s, E, r, S, Ic)

@@ -57,8 +57,13 @@ def check_state(model, **arrays):
 # ---------------------------------------------------------------- per-node terms
 
 
-def sched(model) -> Schedule:
-    return schedule(model.node_parent, model.traversal)
+def sched(model, B: int = 1) -> Schedule:
+    """The traversal schedule; ``"auto"`` is level by level for one state (fewest
+    sequential steps) and body by body for batches (no padding, in-place updates)."""
+    traversal = model.traversal
+    if traversal == "auto":
+        traversal = "level" if B == 1 else "body"
+    return schedule(model.node_parent, traversal)
 
 
 def Xup_and_S(model, q):

@@ -13,6 +13,7 @@ from ._common import Xup_and_S, check_state, sched
 from ._jcalc import node_inertias
 from ._passes import composite_inertias
 from ._tree import Schedule
+from ._vmap import native_vmap
 
 __all__ = ["mass_matrix", "crba_batched"]
 
@@ -34,7 +35,7 @@ def _walk_tables(s: Schedule):
 
 def crba_batched(model, q):
     """CRBA on the batch-trailing layout: ``q (nq, B)`` -> ``H (nv, nv, B)``."""
-    s = sched(model)
+    s = sched(model, q.shape[-1])
     E, r, S = Xup_and_S(model, q)
     IC = composite_inertias(s, E, r, node_inertias(model))
     F = al.inertia_mul(IC[1:], S[1:])  # (nv, 6, B)
@@ -56,6 +57,9 @@ def crba_batched(model, q):
     return H
 
 
+_crba = native_vmap(crba_batched)
+
+
 def mass_matrix(model, q):
     """Joint-space inertia matrix ``H(q)`` by the composite-rigid-body algorithm.
 
@@ -73,4 +77,4 @@ def mass_matrix(model, q):
     """
     with jax.named_scope("jaxrbd.mass_matrix"):
         (q,) = check_state(model, q=q)
-        return crba_batched(model, q[:, None])[..., 0]
+        return _crba(model, q)

@@ -19,7 +19,7 @@ def body_transforms_batched(model, q):
 
     A fixed-merged body's frame is its placement relative to its node.
     """
-    s = sched(model)
+    s = sched(model, q.shape[-1])
     E, r, _ = Xup_and_S(model, q)
     E0, r0 = world_transforms(s, E, r)
     t = tables(model)

@@ -61,7 +61,7 @@ class Model(eqx.Module):
     node_body: tuple[int, ...] = eqx.field(static=True)
     nq: int = eqx.field(static=True)
     nv: int = eqx.field(static=True)
-    traversal: str = eqx.field(static=True, default="level")
+    traversal: str = eqx.field(static=True, default="auto")
 
     def __check_init__(self):
         nb = len(self.body_names)
@@ -80,8 +80,8 @@ class Model(eqx.Module):
             raise ValueError("Model: node table does not match nv")
         if any(p >= i for i, p in enumerate(self.body_parent) if i > 0):
             raise ValueError("Model: bodies are not in topological order")
-        if self.traversal not in ("level", "body"):
-            raise ValueError(f"traversal {self.traversal!r}, expected 'level' or 'body'")
+        if self.traversal not in ("auto", "level", "body"):
+            raise ValueError(f"traversal {self.traversal!r}, expected 'auto', 'level' or 'body'")
 
     # ---- sizes and lookup ----
     @property
@@ -158,7 +158,8 @@ class Model(eqx.Module):
         return self.body_id(joint)
 
     def with_traversal(self, traversal: str) -> Model:
-        """The same model recursing ``"level"`` by level (default) or ``"body"`` by body."""
+        """The same model recursing ``"level"`` by level, ``"body"`` by body, or ``"auto"``
+        (default: level by level for a single state, body by body for a batch)."""
         import dataclasses
 
         return dataclasses.replace(self, traversal=traversal)

@@ -16,6 +16,7 @@ from ._common import (
 )
 from ._jcalc import joint_velocity_terms, node_inertias
 from ._passes import accumulate_forces, velocities_accelerations
+from ._vmap import native_vmap
 
 __all__ = ["inverse_dynamics", "bias_forces", "gravity_forces", "rnea_batched"]
 
@@ -25,8 +26,8 @@ def rnea_batched(model, q, qd, qdd, f_ext=None, gravity=True):
 
     ``f_ext``: ``(nbodies, 6, B)`` or ``None``. ``gravity=False`` drops gravity.
     """
-    s = sched(model)
     B = q.shape[-1]
+    s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
     qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
@@ -45,11 +46,16 @@ def rnea_batched(model, q, qd, qdd, f_ext=None, gravity=True):
     return al.dot(S, f)[1:]
 
 
+_rnea = native_vmap(lambda m, q, qd, qdd: rnea_batched(m, q, qd, qdd))
+_rnea_f = native_vmap(lambda m, q, qd, qdd, f: rnea_batched(m, q, qd, qdd, f))
+
+
 def _single(model, q, qd, qdd, f_ext, gravity):
     q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
     f_ext = check_f_ext(model, f_ext)
-    f = None if f_ext is None else f_ext[..., None]
-    return rnea_batched(model, q[:, None], qd[:, None], qdd[:, None], f, gravity)[:, 0]
+    if f_ext is None:
+        return _rnea(model, q, qd, qdd)
+    return _rnea_f(model, q, qd, qdd, f_ext)
 
 
 def inverse_dynamics(model, q, qd, qdd, f_ext=None):

@@ -21,36 +21,9 @@ from ._aba import aba_batched
 from ._common import _as_float, check_f_ext
 from ._crba import crba_batched
 from ._rnea import rnea_batched
+from ._vmap import CHUNK, blocked as _blocked
 
 __all__ = ["forward_dynamics", "inverse_dynamics", "mass_matrix", "CHUNK"]
-
-#: Samples per block. Large batches are processed in blocks of this many samples
-#: (a `lax.map` over blocks) so that every per-node buffer of a block stays in the
-#: CPU cache; measured on a 2-core x86 VM, per-sample cost at batch 4096 dropped
-#: about 2x against one monolithic block.
-CHUNK = 128
-
-
-def _blocked(fn, arrays, chunk=None):
-    """Apply ``fn`` to batch-trailing ``arrays`` (``(..., N)``) in blocks of ``chunk``."""
-    chunk = CHUNK if chunk is None else chunk
-    N = arrays[0].shape[-1]
-    if N <= chunk:
-        return fn(*arrays)
-    nblk = -(-N // chunk)
-    padn = nblk * chunk - N
-
-    def split(x):
-        if padn:
-            # pad with copies of the first sample: valid states, results discarded
-            x = jnp.concatenate([x, jnp.repeat(x[..., :1], padn, axis=-1)], axis=-1)
-        x = x.reshape(x.shape[:-1] + (nblk, chunk))
-        return jnp.moveaxis(x, -2, 0)
-
-    out = jax.lax.map(lambda xs: fn(*xs), tuple(split(x) for x in arrays))
-    out = jnp.moveaxis(out, 0, -2)
-    return out.reshape(out.shape[:-2] + (nblk * chunk,))[..., :N]
-
 
 def _check(model, name, x, n, what):
     x = _as_float(name, x, model.dtype)

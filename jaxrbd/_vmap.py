@@ -1,0 +1,80 @@
+"""`jax.vmap` of the public functions runs the native batch-trailing implementation.
+
+Each algorithm has a single-state form and a batch-trailing form (``(..., B)``).
+`native_vmap` builds a function that
+
+* evaluates the single-state form when called plainly,
+* under `jax.vmap` over states (the model unbatched), moves the batch to the last
+  axis and runs the batch-trailing form in cache-sized blocks (``custom_vmap``),
+* under `jax.vmap` over models (stacked leaves), falls back to ordinary batching,
+* differentiates through the plain single-state code (``custom_jvp`` around the
+  ``custom_vmap``), so `jax.grad`, `jax.jacfwd` and their vmaps behave as usual.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.custom_batching import custom_vmap
+
+#: Samples per block for batched evaluation. Blocks keep every per-node buffer in
+#: the CPU cache; 128 measured as good as any other size on a 2-core x86 VM.
+CHUNK = 128
+
+
+def blocked(fn, arrays, chunk=None):
+    """Apply ``fn`` to batch-trailing ``arrays`` (``(..., N)``) in blocks of ``chunk``."""
+    chunk = CHUNK if chunk is None else chunk
+    N = arrays[0].shape[-1]
+    if N <= chunk:
+        return fn(*arrays)
+    nblk = -(-N // chunk)
+    padn = nblk * chunk - N
+
+    def split(x):
+        if padn:
+            # pad with copies of the first sample: valid states, results discarded
+            x = jnp.concatenate([x, jnp.repeat(x[..., :1], padn, axis=-1)], axis=-1)
+        x = x.reshape(x.shape[:-1] + (nblk, chunk))
+        return jnp.moveaxis(x, -2, 0)
+
+    out = jax.lax.map(lambda xs: fn(*xs), tuple(split(x) for x in arrays))
+    out = jnp.moveaxis(out, 0, -2)
+    return out.reshape(out.shape[:-2] + (nblk * chunk,))[..., :N]
+
+
+def native_vmap(batched_impl):
+    """Wrap ``batched_impl(model, *arrays)`` (arrays with a trailing batch axis; output
+    with a trailing batch axis) into a single-state function ``f(model, *arrays)``."""
+
+    def plain(model, *arrays):
+        return batched_impl(model, *(a[..., None] for a in arrays))[..., 0]
+
+    @custom_vmap
+    def fast(model, *arrays):
+        return plain(model, *arrays)
+
+    @fast.def_vmap
+    def _rule(axis_size, in_batched, model, *arrays):
+        model_b, arr_b = in_batched[0], in_batched[1:]
+        if any(jax.tree_util.tree_leaves(model_b)):
+            axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
+                0 if b else None for b in arr_b
+            )
+            return jax.vmap(plain, in_axes=axes)(model, *arrays), True
+        trailing = tuple(
+            jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
+            for a, b in zip(arrays, arr_b)
+        )
+        out = blocked(lambda *xs: batched_impl(model, *xs), trailing)
+        return jnp.moveaxis(out, -1, 0), True
+
+    @jax.custom_jvp
+    def f(model, *arrays):
+        return fast(model, *arrays)
+
+    @f.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(plain, primals, tangents)
+
+    return f
