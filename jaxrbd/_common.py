@@ -13,6 +13,8 @@ from ._tree import Schedule, schedule
 
 
 def _as_float(name: str, x, dtype):
+    if x is None:
+        raise TypeError(f"{name} is None, expected an array of numbers")
     try:
         x = jnp.asarray(x)
     except TypeError as e:

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
-from ._common import check_state
+from ._common import _as_float, check_state, check_vector
 from ._rotation import (
     exp_quat,
     log_quat,
@@ -112,6 +112,9 @@ def integrate(model, q, v, dt=1.0):
     """
     with jax.named_scope("jaxrbd.integrate"):
         q, v = check_state(model, q=q, v=v)
+        dt = _as_float("dt", dt, model.dtype)
+        if dt.ndim != 0:
+            raise ValueError(f"dt has shape {dt.shape}, expected a scalar ()")
         return integrate_batched(model, q[:, None], v[:, None], dt)[:, 0]
 
 
@@ -128,8 +131,8 @@ def difference(model, q0, q1):
         >>> v = jaxrbd.difference(model, q0, q1)
     """
     with jax.named_scope("jaxrbd.difference"):
-        (q0,) = check_state(model, q=q0)
-        (q1,) = check_state(model, q=q1)
+        q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
+        q1 = check_vector("q1", q1, model.nq, "model.nq", model.dtype)
         return difference_batched(model, q0[:, None], q1[:, None])[:, 0]
 
 

@@ -153,8 +153,13 @@ class Model(eqx.Module):
         return slice(self.v_start[b], self.v_start[b] + self._joint_nv(b))
 
     def _joint_body(self, joint: str | int) -> int:
-        if isinstance(joint, str) and joint in self.joint_name:
-            return self.joint_name.index(joint)
+        if isinstance(joint, str):
+            if joint in self.joint_name:
+                return self.joint_name.index(joint)
+            if joint not in self.body_names:
+                raise ValueError(
+                    f"unknown joint {joint!r}; movable joints: {', '.join(self.joint_names)}"
+                )
         return self.body_id(joint)
 
     def with_traversal(self, traversal: str) -> Model:
