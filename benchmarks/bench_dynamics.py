@@ -8,7 +8,8 @@ Pinocchio and checked to give the same mass matrix). For every model and functio
 - ``vmap``: ``jax.jit(jax.vmap(f, in_axes=(None, 0, ...)))`` on a batch of states;
 - ``batched``: ``jax.jit(jaxrbd.batched.f)`` (native batch-trailing layout) on a batch;
 
-with the default ``"level"`` traversal, and for talos and the chains also the ``"body"``
+with the default ``"auto"`` traversal (level by level for one state, body by body for a
+batch), and for talos and the chains also explicit ``"level"`` and ``"body"``
 traversal (single call and the batch-4096 rows). Pinocchio (``pin.aba``, ``pin.rnea``,
 ``pin.crba``) is timed in the same run on one state; ``ratio`` is the jaxrbd time per
 sample over the Pinocchio time per call (< 1: jaxrbd is faster).
@@ -65,7 +66,7 @@ class Job:
     model: str
     function: str
     variant: str  # "single" | "vmap" | "batched"
-    traversal: str  # "level" | "body"
+    traversal: str  # "auto" (the default) | "level" | "body"
     batch: int | None  # None for the single call
 
     def label(self) -> str:
@@ -76,10 +77,10 @@ class Job:
 # Rows the targets are read from; they run first (so a --time-limit never drops them) and
 # their compile time is the median of a few fresh compiles.
 TARGET_JOBS = (
-    Job("talos", "forward_dynamics", "single", "level", None),
-    Job("talos", "forward_dynamics", "vmap", "level", 4096),
-    Job("chain10", "forward_dynamics", "single", "level", None),
-    Job("chain100", "forward_dynamics", "single", "level", None),
+    Job("talos", "forward_dynamics", "single", "auto", None),
+    Job("talos", "forward_dynamics", "vmap", "auto", 4096),
+    Job("chain10", "forward_dynamics", "single", "auto", None),
+    Job("chain100", "forward_dynamics", "single", "auto", None),
 )
 
 
@@ -152,10 +153,10 @@ def make_jobs(models, functions, batches, body_batch=True) -> list[Job]:
     for name in models:
         body = name == "talos" or name.startswith("chain")
         for fn in functions:
-            for trav in ("level", "body") if body else ("level",):
+            for trav in ("auto", "level", "body") if body else ("auto",):
                 jobs.append(Job(name, fn, "single", trav, None))
                 for B in batches:
-                    if trav == "body" and B != body_batch:
+                    if trav != "auto" and B != body_batch:
                         continue
                     for variant in ("vmap", "batched"):
                         jobs.append(Job(name, fn, variant, trav, B))
@@ -189,7 +190,7 @@ class Runner:
                 self.checks[name] = check_chain(name, m, self.pin_models[name])
                 print(f"  check {name}: max |H - H_pin| = {self.checks[name]:.2e}", flush=True)
         m = self.models[name]
-        return m if traversal == "level" else m.with_traversal(traversal)
+        return m.with_traversal(traversal)
 
     def pin_time(self, name, function):
         key = (name, function)
@@ -273,7 +274,7 @@ def sort_key(row):
     return (
         mk,
         FUNCTIONS.index(row["function"]),
-        row["traversal"] != "level",
+        row["traversal"] != "auto",
         row["batch"] is not None,
         row["batch"] or 0,
         row["variant"] != "vmap",
@@ -290,7 +291,7 @@ def find(rows, job):
 def targets(rows) -> list[dict]:
     fd_single = find(rows, TARGET_JOBS[0])
     fd_vmap = find(rows, TARGET_JOBS[1])
-    fd_batched = find(rows, Job("talos", "forward_dynamics", "batched", "level", 4096))
+    fd_batched = find(rows, Job("talos", "forward_dynamics", "batched", "auto", 4096))
     c10, c100 = find(rows, TARGET_JOBS[2]), find(rows, TARGET_JOBS[3])
     out = [
         {
@@ -328,7 +329,7 @@ def targets(rows) -> list[dict]:
 
 
 def print_targets(ts):
-    print("\nTargets (float64, talos, level traversal):")
+    print("\nTargets (float64, talos, default 'auto' traversal):")
     for t in ts:
         fmt = C.fmt_time if t["unit"] == "s" else (lambda x: f"{x:.3g}")
         val = "not measured" if t["value"] is None else fmt(t["value"])
