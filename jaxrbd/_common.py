@@ -123,11 +123,6 @@ def f_ext_nodes(model, f_ext, E0, r0):
     return al.X_force(E0, r0, f)
 
 
-def nodes_to_v(x):
-    """Drop the world row (and scratch rows) of a per-node scalar array: ``(nv, B)``."""
-    return x
-
-
 __all__ = [
     "check_vector",
     "check_state",

@@ -214,7 +214,7 @@ def joint_velocity_terms(model, q, qd, S):
     return vJ, vJc, cJ
 
 
-def node_inertias(model, B_like=None):
+def node_inertias(model):
     """Rigid-body inertia of every node (bodies merged by fixed joints summed), ``(nn, 10, 1)``."""
     t = tables(model)
     Ib = _bc(model.inertia)  # (nbodies, 10, 1)

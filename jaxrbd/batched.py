@@ -14,16 +14,15 @@ Example:
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from ._aba import aba_batched
-from ._common import _as_float, check_f_ext
+from ._common import _as_float
 from ._crba import crba_batched
 from ._rnea import rnea_batched
-from ._vmap import CHUNK, blocked as _blocked
+from ._vmap import blocked as _blocked
 
-__all__ = ["forward_dynamics", "inverse_dynamics", "mass_matrix", "CHUNK"]
+__all__ = ["forward_dynamics", "inverse_dynamics", "mass_matrix"]
 
 def _check(model, name, x, n, what):
     x = _as_float(name, x, model.dtype)
