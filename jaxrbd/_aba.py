@@ -23,7 +23,7 @@ from ._common import (
 )
 from ._jcalc import joint_velocity_terms, node_inertias
 from ._passes import velocities
-from ._tree import add, put, take
+from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
 
 __all__ = ["forward_dynamics", "aba_batched", "minv_times", "minv_times_batched"]
@@ -84,7 +84,7 @@ def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None):
             contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
         return add(buf, par, contrib), ys
 
-    return _scan_with_outputs(step, buf, s, xs, reverse=True)
+    return scan_schedule(step, buf, s, xs, reverse=True)
 
 
 def _bias_pass(s, E, r, S, U, Dinv, tau):
@@ -101,7 +101,7 @@ def _bias_pass(s, E, r, S, U, Dinv, tau):
         pa = pi + Ui * (Dinvi * u)[..., None, :]
         return add(pA, par, al.XT_force(Ei, ri, pa)), u
 
-    return _scan_with_outputs(step, pA, s, xs, reverse=True, step_xs=(U, Dinv))
+    return scan_schedule(step, pA, s, xs, reverse=True, step_xs=(U, Dinv))
 
 
 def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world):
@@ -120,25 +120,11 @@ def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world):
         ai = ai + Si * qddi[..., None, :]
         return put(a, idx, ai), qddi
 
-    _, qdd_steps = _scan_with_outputs(step, a0, s, xs, step_xs=(U, Dinv, u))
+    _, qdd_steps = scan_schedule(step, a0, s, xs, step_xs=(U, Dinv, u))
     # scatter the per-step outputs back to node order (static indices)
     flat = qdd_steps.reshape((-1,) + qdd_steps.shape[2:])
     qdd = jnp.zeros((s.nbuf,) + flat.shape[1:], flat.dtype).at[s.steps.reshape(-1)].set(flat)
     return qdd[1 : s.n]
-
-
-def _scan_with_outputs(step, carry, s, xs_nodes, reverse=False, step_xs=()):
-    """`lax.scan` over the schedule whose step also returns per-step outputs ``ys``.
-
-    ``xs_nodes`` are per-node (gathered per step); ``step_xs`` are already per step.
-    """
-    xs = jax.tree_util.tree_map(lambda x: x[s.steps], xs_nodes) + tuple(step_xs)
-
-    def body(cy, inp):
-        idx, par = inp[0], inp[1]
-        return step(cy, idx, par, inp[2])
-
-    return jax.lax.scan(body, carry, (s.steps, s.step_parent, xs), reverse=reverse)
 
 
 def aba_batched(model, q, qd, tau, f_ext=None):

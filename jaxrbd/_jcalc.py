@@ -25,8 +25,8 @@ import numpy as np
 
 from . import _algebra as al
 from ._rotation import quat_to_E
+from .joints import _EULER_AXES
 
-_EULER_AXES = {"euler_zyx": (2, 1, 0), "euler_xyz": (0, 1, 2), "euler_yxz": (1, 0, 2)}
 _MULTI = ("spherical", "free", "euler_zyx", "euler_xyz", "euler_yxz", "translation_xyz")
 
 

@@ -34,32 +34,24 @@ def world_transforms(s: Schedule, E, r):
 
 def velocities(s: Schedule, E, r, vJ, with_X0=False):
     """``v_i = Xup_i v_lam + vJ_i`` (and optionally ``X0``), ``(nn, 6, B)``."""
-    B = vJ.shape[-1]
-    v0 = jnp.zeros((s.nbuf, 6, B), vJ.dtype)
-    xs = (pad_E(E, s), pad(r, s), pad(vJ, s))
-    if not with_X0:
-
-        def step(v, idx, par, x):
-            Ei, ri, vJi = x
-            return put(v, idx, al.X_motion(Ei, ri, take(v, par)) + vJi)
-
-        return forward_scan(step, v0, s, xs)[: s.n], None
-
-    E0 = jnp.broadcast_to(jnp.eye(3, dtype=vJ.dtype)[:, :, None], (s.nbuf, 3, 3, E.shape[-1]))
-    r0 = jnp.zeros((s.nbuf, 3, r.shape[-1]), vJ.dtype)
-
-    def step2(c, idx, par, x):
-        v, E0, r0 = c
-        Ei, ri, vJi = x
-        En, rn = al.compose(Ei, ri, take(E0, par), take(r0, par))
-        return (
-            put(v, idx, al.X_motion(Ei, ri, take(v, par)) + vJi),
-            put(E0, idx, En),
-            put(r0, idx, rn),
+    dtype = vJ.dtype
+    carry = (jnp.zeros((s.nbuf, 6, vJ.shape[-1]), dtype),)
+    if with_X0:
+        carry += (
+            jnp.broadcast_to(jnp.eye(3, dtype=dtype)[:, :, None], (s.nbuf, 3, 3, E.shape[-1])),
+            jnp.zeros((s.nbuf, 3, r.shape[-1]), dtype),
         )
 
-    v, E0, r0 = forward_scan(step2, (v0, E0, r0), s, xs)
-    return v[: s.n], (E0[: s.n], r0[: s.n])
+    def step(c, idx, par, x):
+        Ei, ri, vJi = x
+        out = (put(c[0], idx, al.X_motion(Ei, ri, take(c[0], par)) + vJi),)
+        if with_X0:
+            En, rn = al.compose(Ei, ri, take(c[1], par), take(c[2], par))
+            out += (put(c[1], idx, En), put(c[2], idx, rn))
+        return out
+
+    c = forward_scan(step, carry, s, (pad_E(E, s), pad(r, s), pad(vJ, s)))
+    return c[0][: s.n], ((c[1][: s.n], c[2][: s.n]) if with_X0 else None)
 
 
 def velocities_accelerations(s: Schedule, E, r, vJ, vJc, cJ, Sqdd, a_world, with_X0=False):

@@ -63,36 +63,31 @@ def schedule(parent: tuple[int, ...], traversal: str = "level") -> Schedule:
     return Schedule(parent, traversal)
 
 
-def forward_scan(step, carry, sched: Schedule, xs_nodes):
-    """Run ``step(carry, (idx, par, xs)) -> carry`` over the schedule, root to leaves.
+def scan_schedule(step, carry, sched: Schedule, xs_nodes, reverse=False, step_xs=()):
+    """The one `lax.scan` over a schedule: ``step(carry, idx, par, xs) -> (carry, ys)``.
 
-    ``xs_nodes`` is a pytree of per-node arrays with ``nbuf`` leading rows; each step
-    receives the rows of its nodes (``(W, ...)``).
+    ``xs_nodes`` is a tuple of per-node arrays with ``nbuf`` leading rows; each step
+    receives the rows of its nodes (``(W, ...)``) followed by its slice of the per-step
+    arrays ``step_xs`` (leading axis ``nsteps``, e.g. the ``ys`` of an earlier scan).
+    ``reverse=True`` runs leaves to root. Returns ``(carry, ys)`` stacked per step.
     """
-    import jax
-
-    xs = jax.tree_util.tree_map(lambda x: x[sched.steps], xs_nodes)
+    xs = tuple(x[sched.steps] for x in xs_nodes) + tuple(step_xs)
 
     def body(c, inp):
         idx, par, x = inp
-        return step(c, idx, par, x), None
+        return step(c, idx, par, x)
 
-    carry, _ = lax.scan(body, carry, (sched.steps, sched.step_parent, xs))
-    return carry
+    return lax.scan(body, carry, (sched.steps, sched.step_parent, xs), reverse=reverse)
+
+
+def forward_scan(step, carry, sched: Schedule, xs_nodes):
+    """`scan_schedule` root to leaves for a ``step(carry, idx, par, xs) -> carry``."""
+    return scan_schedule(lambda *a: (step(*a), None), carry, sched, xs_nodes)[0]
 
 
 def backward_scan(step, carry, sched: Schedule, xs_nodes):
-    """As `forward_scan`, leaves to root."""
-    import jax
-
-    xs = jax.tree_util.tree_map(lambda x: x[sched.steps], xs_nodes)
-
-    def body(c, inp):
-        idx, par, x = inp
-        return step(c, idx, par, x), None
-
-    carry, _ = lax.scan(body, carry, (sched.steps, sched.step_parent, xs), reverse=True)
-    return carry
+    """`scan_schedule` leaves to root for a ``step(carry, idx, par, xs) -> carry``."""
+    return scan_schedule(lambda *a: (step(*a), None), carry, sched, xs_nodes, reverse=True)[0]
 
 
 # ---------------------------------------------------------------- buffer access

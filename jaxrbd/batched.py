@@ -51,24 +51,22 @@ def _f_ext(model, F_ext, n):
     return jnp.moveaxis(F, 0, -1)
 
 
+def _run(impl, model, arrays, F_ext):
+    """``impl(model, *arrays[, F])`` in cache blocks; arrays batch-trailing, result batch-first."""
+    F = _f_ext(model, F_ext, arrays[0].shape[1])
+    if F is not None:
+        arrays = (*arrays, F)
+    return _blocked(lambda *xs: impl(model, *xs), tuple(arrays)).T
+
+
 def forward_dynamics(model, Q, QD, TAU, F_ext=None):
     """`jaxrbd.forward_dynamics` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)` -> `(N, nv)`."""
-    q, qd, tau = _batch(model, Q=Q, QD=QD, TAU=TAU)
-    F = _f_ext(model, F_ext, q.shape[1])
-    if F is None:
-        return _blocked(lambda q, qd, tau: aba_batched(model, q, qd, tau), (q, qd, tau)).T
-    fn = lambda q, qd, tau, F: aba_batched(model, q, qd, tau, F)  # noqa: E731
-    return _blocked(fn, (q, qd, tau, F)).T
+    return _run(aba_batched, model, _batch(model, Q=Q, QD=QD, TAU=TAU), F_ext)
 
 
 def inverse_dynamics(model, Q, QD, QDD, F_ext=None):
     """`jaxrbd.inverse_dynamics` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)` -> `(N, nv)`."""
-    q, qd, qdd = _batch(model, Q=Q, QD=QD, QDD=QDD)
-    F = _f_ext(model, F_ext, q.shape[1])
-    if F is None:
-        return _blocked(lambda q, qd, qdd: rnea_batched(model, q, qd, qdd), (q, qd, qdd)).T
-    fn = lambda q, qd, qdd, F: rnea_batched(model, q, qd, qdd, F)  # noqa: E731
-    return _blocked(fn, (q, qd, qdd, F)).T
+    return _run(rnea_batched, model, _batch(model, Q=Q, QD=QD, QDD=QDD), F_ext)
 
 
 def mass_matrix(model, Q):
