@@ -27,5 +27,6 @@ def _doctest_namespace(doctest_namespace):
         q=jaxrbd.random_configuration(model, jax.random.key(0)),
         q0=jaxrbd.random_configuration(model, jax.random.key(1)),
         q1=jaxrbd.random_configuration(model, jax.random.key(2)),
+        qd=jnp.linspace(-1.0, 1.0, model.nv),
         tau=jnp.ones(model.nv),
     )

@@ -22,6 +22,41 @@ from ._model import Model as Model
 from ._rnea import bias_forces as bias_forces
 from ._rnea import gravity_forces as gravity_forces
 from ._rnea import inverse_dynamics as inverse_dynamics
+# -- kinematics, mass properties, frames (issue 3) --
+from ._kinematics import body_acceleration as body_acceleration
+from ._kinematics import body_accelerations as body_accelerations
+from ._kinematics import body_bias_acceleration as body_bias_acceleration
+from ._kinematics import body_jacobian as body_jacobian
+from ._kinematics import body_jacobians as body_jacobians
+from ._kinematics import body_velocities as body_velocities
+from ._kinematics import body_velocity as body_velocity
+from ._kinematics import point_acceleration as point_acceleration
+from ._kinematics import point_bias_acceleration as point_bias_acceleration
+from ._kinematics import point_jacobian as point_jacobian
+from ._kinematics import point_position as point_position
+from ._kinematics import point_velocity as point_velocity
+from ._energy import center_of_mass as center_of_mass
+from ._energy import center_of_mass_acceleration as center_of_mass_acceleration
+from ._energy import center_of_mass_jacobian as center_of_mass_jacobian
+from ._energy import center_of_mass_velocity as center_of_mass_velocity
+from ._energy import centroidal_momentum as centroidal_momentum
+from ._energy import centroidal_momentum_bias as centroidal_momentum_bias
+from ._energy import centroidal_momentum_matrix as centroidal_momentum_matrix
+from ._energy import kinetic_energy as kinetic_energy
+from ._energy import potential_energy as potential_energy
+from ._energy import system_inertia as system_inertia
+from ._energy import total_mass as total_mass
+# -- inverse kinematics (issue 3) --
+# -- Denavit-Hartenberg models (issue 3) --
+from ._dh import DHLink as DHLink
+from ._dh import dh_model as dh_model
+from ._dh import dh_transform as dh_transform
+# -- inertial parameters and regressor (issue 5) --
+# -- integrators and rollouts (issue 5) --
+# -- force elements (issue 5) --
+# -- hybrid dynamics (issue 4) --
+# -- contacts and constraints (issue 4) --
+# -- derivatives / sensitivities (issue 5) --
 from . import batched as batched
 from .io import load_urdf as load_urdf
 

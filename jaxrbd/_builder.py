@@ -33,6 +33,7 @@ class _Entry:
     E: np.ndarray  # Featherstone placement, parent -> joint coordinates
     r: np.ndarray
     joint_name: str
+    limits: dict  # lower, upper (nq,), velocity_limit, effort_limit, damping, friction (nv,)
 
 
 class ModelBuilder:
@@ -77,6 +78,13 @@ class ModelBuilder:
         body: Body | None = None,
         placement: Transform | None = None,
         joint_name: str | None = None,
+        *,
+        lower=None,
+        upper=None,
+        velocity_limit=None,
+        effort_limit=None,
+        damping=None,
+        friction=None,
     ) -> int:
         """Add a body attached to ``parent`` by ``joint``; returns its id.
 
@@ -87,10 +95,16 @@ class ModelBuilder:
             body: mass properties (default: massless).
             placement: joint frame in the parent body frame (default: identity).
             joint_name: name of the joint (default: the body name).
+            lower, upper: position limits, a scalar or one per ``q`` coordinate of the
+                joint (default unbounded); quaternion coordinates stay unbounded.
+            velocity_limit, effort_limit: bounds on ``|qd|`` and ``|tau|``, a scalar or
+                one per velocity coordinate (default ``inf``).
+            damping, friction: viscous damping and dry friction coefficients (``>= 0``,
+                default 0), kept on the model as data (see `Model`).
 
         Raises:
             ValueError: unknown parent, duplicate name, non-physical inertia, bad
-                placement or joint.
+                placement, joint or limits.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"body name must be a non-empty string, got {name!r}")
@@ -104,11 +118,35 @@ class ModelBuilder:
         pid = self._parent_id(parent, name)
         mass, com, Ic = (body or Body()).arrays(name)
         R, p = (placement or Transform()).arrays(name)
+        limits = _joint_limits(
+            name, joint, lower, upper, velocity_limit, effort_limit, damping, friction
+        )
         self._entries.append(
-            _Entry(name, pid, joint, inertia_vector(mass, com, Ic), R.T.copy(), p.copy(), jname)
+            _Entry(name, pid, joint, inertia_vector(mass, com, Ic), R.T.copy(), p.copy(), jname,
+                   limits)
         )
         self._ids[name] = len(self._entries)
         return len(self._entries)
+
+    def add_frame(
+        self, name: str, parent: int | str, placement: Transform | None = None
+    ) -> int:
+        """Add a massless frame rigidly attached to ``parent``; returns its body id.
+
+        A frame is a body on a fixed joint: it changes no dynamics and works wherever
+        a body does (`forward_kinematics`, `point_jacobian`, `body_jacobian`, IK,
+        constraints), addressed by ``name``.
+
+        Example:
+            >>> from jaxrbd import ModelBuilder, Body, Transform, joints
+            >>> b = ModelBuilder()
+            >>> _ = b.add_body("arm", "world", joints.revolute((0, 0, 1)), Body(1.0))
+            >>> _ = b.add_frame("tip", "arm", Transform(translation=(0.5, 0.0, 0.0)))
+            >>> m = b.build()
+            >>> m.nv, m.body_id("tip")
+            (1, 2)
+        """
+        return self.add_body(name, parent, _fixed(), None, placement)
 
     def build(self, dtype=None) -> Model:
         """Freeze into a `Model` whose leaves have ``dtype`` (JAX's default float)."""
@@ -147,12 +185,24 @@ class ModelBuilder:
             body_node[b] = prev
             nq += e.joint.nq
         nv = len(node_parent) - 1
+        moving = [e for e in self._entries if e.joint.kind != "fixed"]
+
+        def cat(key, n):
+            parts = [e.limits[key] for e in moving]
+            return np.concatenate(parts) if parts else np.zeros(n)
+
         return Model(
             gravity=jnp.asarray(self.gravity, dtype),
             inertia=jnp.asarray(inertia, dtype),
             Xtree_E=jnp.asarray(E, dtype),
             Xtree_r=jnp.asarray(r, dtype),
             axes=jnp.asarray(np.asarray(axes).reshape(nv, 6), dtype),
+            q_lower=jnp.asarray(cat("lower", nq), dtype),
+            q_upper=jnp.asarray(cat("upper", nq), dtype),
+            velocity_limit=jnp.asarray(cat("velocity_limit", nv), dtype),
+            effort_limit=jnp.asarray(cat("effort_limit", nv), dtype),
+            damping=jnp.asarray(cat("damping", nv), dtype),
+            friction=jnp.asarray(cat("friction", nv), dtype),
             body_names=tuple(names),
             body_parent=tuple(body_parent),
             body_node=tuple(body_node),
@@ -167,3 +217,57 @@ class ModelBuilder:
             nq=nq,
             nv=nv,
         )
+
+
+def _fixed():
+    from .joints import fixed
+
+    return fixed()
+
+
+#: q coordinates of a joint kind that are quaternion components (always unbounded)
+_QUATERNION_COORDS = {"spherical": slice(0, 4), "free": slice(3, 7)}
+
+
+def _joint_limits(name, joint, lower, upper, velocity_limit, effort_limit, damping, friction):
+    """Per-coordinate limit arrays of one joint, checked; ValueError names the body."""
+    nq, nv = joint.nq, len(joint.columns)
+
+    def arr(key, x, n, default):
+        if x is None:
+            return np.full(n, default)
+        try:
+            a = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"body {name!r}: {key} must be numbers, got {x!r}") from None
+        if a.ndim == 0:
+            a = np.full(n, float(a))
+        if a.shape != (n,):
+            raise ValueError(f"body {name!r}: {key} has shape {a.shape}, expected ({n},)")
+        if np.isnan(a).any():
+            raise ValueError(f"body {name!r}: {key} contains NaN")
+        return a
+
+    if joint.kind == "fixed" and any(
+        x is not None for x in (lower, upper, velocity_limit, effort_limit, damping, friction)
+    ):
+        raise ValueError(f"body {name!r}: a fixed joint has no limits, damping or friction")
+    lo = arr("lower", lower, nq, -np.inf)
+    hi = arr("upper", upper, nq, np.inf)
+    quat = _QUATERNION_COORDS.get(joint.kind)
+    if quat is not None:
+        lo[quat], hi[quat] = -np.inf, np.inf
+    if (lo > hi).any():
+        raise ValueError(f"body {name!r}: lower limit {lo} above upper limit {hi}")
+    out = {"lower": lo, "upper": hi}
+    for key, x, default in (
+        ("velocity_limit", velocity_limit, np.inf),
+        ("effort_limit", effort_limit, np.inf),
+        ("damping", damping, 0.0),
+        ("friction", friction, 0.0),
+    ):
+        a = arr(key, x, nv, default)
+        if (a < 0).any():
+            raise ValueError(f"body {name!r}: {key} must be >= 0, got {a}")
+        out[key] = a
+    return out

@@ -38,6 +38,16 @@ class Model(eqx.Module):
             coordinates to joint coordinates; ``r`` is the joint origin in parent
             coordinates.
         axes: `(nv, 6)` the motion-subspace column ``[omega; v]`` of every node.
+        q_lower, q_upper: `(nq,)` position limits (``-inf``/``+inf`` where unbounded;
+            quaternion coordinates are always unbounded) [rad or m].
+        velocity_limit, effort_limit: `(nv,)` limits on ``|qd|`` and ``|tau|``
+            (``inf`` where unbounded) [rad/s or m/s; N·m or N].
+        damping, friction: `(nv,)` joint viscous damping [N·m·s/rad] and dry friction
+            [N·m] as read from a URDF ``<dynamics>`` element (0 by default).
+
+    The limit, damping and friction leaves are data for the user and for tools such as
+    `inverse_kinematics` and the force elements; the dynamics algorithms do not apply
+    them (as Pinocchio and RBDL).
     """
 
     # ---- leaves ----
@@ -46,6 +56,12 @@ class Model(eqx.Module):
     Xtree_E: Float[Array, "nbodies 3 3"]
     Xtree_r: Float[Array, "nbodies 3"]
     axes: Float[Array, "nv 6"]
+    q_lower: Float[Array, "nq"]
+    q_upper: Float[Array, "nq"]
+    velocity_limit: Float[Array, "nv"]
+    effort_limit: Float[Array, "nv"]
+    damping: Float[Array, "nv"]
+    friction: Float[Array, "nv"]
 
     # ---- structure (static) ----
     body_names: tuple[str, ...] = eqx.field(static=True)
@@ -71,6 +87,12 @@ class Model(eqx.Module):
             ("Xtree_r", (nb, 3)),
             ("axes", (self.nv, 6)),
             ("gravity", (3,)),
+            ("q_lower", (self.nq,)),
+            ("q_upper", (self.nq,)),
+            ("velocity_limit", (self.nv,)),
+            ("effort_limit", (self.nv,)),
+            ("damping", (self.nv,)),
+            ("friction", (self.nv,)),
         ):
             got = getattr(self, field).shape
             # vmap over models adds leading axes; only the trailing shape is structural.
@@ -176,21 +198,49 @@ class Model(eqx.Module):
         return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
 
     def __repr__(self) -> str:
-        lines = [f"Model(nbodies={self.nbodies}, nq={self.nq}, nv={self.nv})"]
+        return self.summary()
+
+    def summary(self) -> str:
+        """The body tree as text: each body with its joint (kind, name, ``q``/``v``
+        slices) and mass; fixed-merged bodies are marked ``fixed``.
+
+        Example:
+            >>> print(jaxrbd.models.triple_pendulum().summary().splitlines()[0])
+            Model: 4 bodies (3 moving), nq=9, nv=9, moving mass 0.3 kg
+        """
         mass = np.asarray(self.inertia)[..., 0]
 
-        def walk(b: int, depth: int) -> None:
-            for c in range(b + 1, self.nbodies):
-                if self.body_parent[c] == b:
-                    j = self.joint_label[c]
-                    lines.append(
-                        f"{'  ' * depth}{self.body_names[c]} <- {j} {self.joint_name[c]!r} "
-                        f"(m={float(mass[..., c].ravel()[0]):.4g} kg)"
-                    )
-                    walk(c, depth + 1)
+        def m(b):
+            return float(mass[..., b].ravel()[0])
 
-        lines.append("world")
-        walk(0, 1)
+        moving = sum(1 for b in range(1, self.nbodies) if not self.body_fixed[b])
+        moving_mass = sum(m(b) for b in range(1, self.nbodies) if self.body_node[b] != 0)
+        lines = [
+            f"Model: {self.nbodies} bodies ({moving} moving), nq={self.nq}, nv={self.nv}, "
+            f"moving mass {moving_mass:.6g} kg"
+        ]
+        world = m(0) + sum(m(b) for b in range(1, self.nbodies) if self.body_node[b] == 0)
+        lines.append("world" + (f" (m={world:.4g} kg attached)" if world else ""))
+
+        def joint(b):
+            kind = self.joint_label[b]
+            if kind == "fixed":
+                return f"fixed {self.joint_name[b]!r}"
+            nq, nv = self.joint_nq(b), self._joint_nv(b)
+            qs = self.q_start[b]
+            vs = self.v_start[b]
+            qtxt = f"q[{qs}]" if nq == 1 else f"q[{qs}:{qs + nq}]"
+            vtxt = f"v[{vs}]" if nv == 1 else f"v[{vs}:{vs + nv}]"
+            return f"{kind} {self.joint_name[b]!r} {qtxt} {vtxt}"
+
+        children: dict[int, list[int]] = {}
+        for c in range(1, self.nbodies):
+            children.setdefault(self.body_parent[c], []).append(c)
+        stack = [(c, 1) for c in reversed(children.get(0, []))]
+        while stack:
+            b, depth = stack.pop()
+            lines.append(f"{'  ' * depth}{self.body_names[b]}  <- {joint(b)}  m={m(b):.4g} kg")
+            stack.extend((c, depth + 1) for c in reversed(children.get(b, [])))
         return "\n".join(lines)
 
 

@@ -39,16 +39,22 @@ def blocked(fn, arrays, chunk=None):
         return jnp.moveaxis(x, -2, 0)
 
     out = jax.lax.map(lambda xs: fn(*xs), tuple(split(x) for x in arrays))
-    out = jnp.moveaxis(out, 0, -2)
-    return out.reshape(out.shape[:-2] + (nblk * chunk,))[..., :N]
+
+    def merge(o):
+        o = jnp.moveaxis(o, 0, -2)
+        return o.reshape(o.shape[:-2] + (nblk * chunk,))[..., :N]
+
+    return jax.tree_util.tree_map(merge, out)
 
 
 def native_vmap(batched_impl):
     """Wrap ``batched_impl(model, *arrays)`` (arrays with a trailing batch axis; output
-    with a trailing batch axis) into a single-state function ``f(model, *arrays)``."""
+    with a trailing batch axis, or a pytree of such) into a single-state function
+    ``f(model, *arrays)``."""
 
     def plain(model, *arrays):
-        return batched_impl(model, *(a[..., None] for a in arrays))[..., 0]
+        out = batched_impl(model, *(a[..., None] for a in arrays))
+        return jax.tree_util.tree_map(lambda o: o[..., 0], out)
 
     @custom_vmap
     def fast(model, *arrays):
@@ -61,13 +67,15 @@ def native_vmap(batched_impl):
             axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
                 0 if b else None for b in arr_b
             )
-            return jax.vmap(plain, in_axes=axes)(model, *arrays), True
+            out = jax.vmap(plain, in_axes=axes)(model, *arrays)
+            return out, jax.tree_util.tree_map(lambda _: True, out)
         trailing = tuple(
             jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
             for a, b in zip(arrays, arr_b)
         )
         out = blocked(lambda *xs: batched_impl(model, *xs), trailing)
-        return jnp.moveaxis(out, -1, 0), True
+        out = jax.tree_util.tree_map(lambda o: jnp.moveaxis(o, -1, 0), out)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
 
     @jax.custom_jvp
     def f(model, *arrays):

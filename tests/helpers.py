@@ -337,5 +337,6 @@ def doctest_globals() -> dict:
         "q": jaxrbd.random_configuration(model, k0),
         "q0": jaxrbd.random_configuration(model, k1),
         "q1": jaxrbd.random_configuration(model, k2),
+        "qd": jnp.linspace(-1.0, 1.0, model.nv),
         "tau": jnp.ones(model.nv),
     }

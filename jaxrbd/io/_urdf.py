@@ -55,6 +55,11 @@ def load_urdf(
     ``<inertial>`` is massless. ``<visual>``, ``<collision>``, ``<transmission>``,
     ``<gazebo>``, ``<calibration>`` and ``<safety_controller>`` are ignored.
 
+    The ``<limit>`` (lower, upper, velocity, effort) and ``<dynamics>`` (damping,
+    friction) of revolute, continuous and prismatic joints are kept on the model as
+    `Model.q_lower`, `Model.q_upper`, `Model.velocity_limit`, `Model.effort_limit`,
+    `Model.damping` and `Model.friction` (data only: the dynamics do not apply them).
+
     Mimic joints are not supported as coupled joints: by default a movable joint
     with a ``<mimic>`` element is an error (make it ``fixed`` in the URDF, as the
     reference robots do; a ``<mimic>`` left on a fixed joint is ignored).
@@ -66,7 +71,7 @@ def load_urdf(
             text itself: a `str` whose first non-blank character is ``<``, or `bytes`
             (always parsed as XML).
         floating_base: attach the root link to the world by a free joint (nq 7, nv 6).
-        return_info: also return a dict with what the `Model` does not hold.
+        return_info: also return a dict with the raw per-joint extras (below).
         mimic: ``"error"`` (default) or ``"independent"``, see above.
 
     Returns:
@@ -191,7 +196,7 @@ def load_urdf(
         child = j["child"]
         visited.add(child)
         parent = 0 if j["parent"] == "world" else j["parent"]
-        _add(builder, child, parent, j["spec"], links[child], j["placement"], j["name"])
+        _add(builder, child, parent, j["spec"], links[child], j["placement"], j["name"], info)
         stack.extend(reversed(children[child]))
     if len(visited) != len(links):
         raise ValueError(_cycle_message(links, parent_joint, visited))
@@ -299,7 +304,7 @@ def _joint_spec(jtype: str, el: ET.Element, what: str) -> joints.JointSpec:
 
 
 def _read_extras(j: dict[str, Any], info: dict[str, Any], mimic: str) -> None:
-    """Limits, dynamics and mimic data of a joint into ``info`` (not used by the Model)."""
+    """Limits, dynamics and mimic data of a joint into ``info``."""
     el, name, what = j["element"], j["name"], f"URDF joint {j['name']!r}"
     if j["type"] == "fixed":
         return  # nothing moves: limits, dynamics and mimic data mean nothing here
@@ -368,11 +373,21 @@ def _body(name: str, link: ET.Element) -> Body:
     return Body(mass=mass, com=xyz, inertia=0.5 * (Ic + Ic.T))
 
 
-def _add(builder, name, parent, spec, link, placement, joint_name) -> None:
+def _add(builder, name, parent, spec, link, placement, joint_name, info=None) -> None:
     body = _body(name, link)
+    extra = {}
+    if info is not None and spec.kind == "screw":
+        # 1-DoF joints carry their URDF <limit> and <dynamics> on the model
+        lim = info["limits"].get(joint_name)
+        if lim is not None:
+            extra.update(lower=lim["lower"], upper=lim["upper"],
+                         velocity_limit=lim["velocity"], effort_limit=lim["effort"])
+        dyn = info["dynamics"].get(joint_name)
+        if dyn is not None:
+            extra.update(damping=dyn["damping"], friction=dyn["friction"])
     try:
         builder.add_body(name, parent, spec, body=body, placement=placement,
-                         joint_name=joint_name)
+                         joint_name=joint_name, **extra)
     except ValueError as e:
         raise ValueError(f"URDF link {name!r} (joint {joint_name!r}): {e}") from None
 
