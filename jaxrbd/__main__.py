@@ -2,6 +2,8 @@
 
 Commands:
     demo     a tour of the library on RBDL's triple pendulum and the bundled humanoid
+    info     the body tree, sizes, masses and joint limits of a URDF robot
+    bench    batched timings of the main algorithms on a URDF robot
     version  print the versions of jaxrbd, JAX and equinox, and the JAX devices
 """
 
@@ -22,6 +24,29 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         float32=args.float32,
     )
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from ._cli_tools import info
+
+    try:
+        print(info(args.urdf, floating_base=args.floating_base))
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from ._cli_tools import bench
+
+    try:
+        bench(args.urdf, floating_base=args.floating_base, batches=args.batch or (1, 128, 4096),
+              repeats=args.repeats, float32=args.float32)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -74,6 +99,23 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--float32", action="store_true",
                       help="run in JAX's default float32 instead of float64")
     demo.set_defaults(func=_demo)
+
+    info = sub.add_parser("info", help="tree, nq/nv, masses and limits of a URDF robot")
+    info.add_argument("urdf", help="path to a URDF file")
+    info.add_argument("--floating-base", action="store_true",
+                      help="attach the root link by a free joint")
+    info.set_defaults(func=_info)
+
+    bench = sub.add_parser("bench", help="batched timings of the main algorithms on a URDF")
+    bench.add_argument("urdf", help="path to a URDF file")
+    bench.add_argument("--floating-base", action="store_true",
+                       help="attach the root link by a free joint")
+    bench.add_argument("--batch", type=_positive_int, action="append",
+                       help="batch size (repeatable; default: 1, 128, 4096)")
+    bench.add_argument("--repeats", type=_positive_int, default=5,
+                       help="timed repeats; the median is reported (default: 5)")
+    bench.add_argument("--float32", action="store_true", help="float32 instead of float64")
+    bench.set_defaults(func=_bench)
 
     version = sub.add_parser("version", help="print versions and JAX devices")
     version.set_defaults(func=_version)
