@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["info", "bench"]
+__all__ = ["bench", "info"]
 
 
 def _load(path: str, floating_base: bool, float32: bool):
