@@ -55,6 +55,7 @@ from ._dh import dh_transform as dh_transform
 # -- integrators and rollouts (issue 5) --
 # -- force elements (issue 5) --
 # -- hybrid dynamics (issue 4) --
+from ._hybrid import hybrid_dynamics as hybrid_dynamics
 # -- contacts and constraints (issue 4) --
 # -- derivatives / sensitivities (issue 5) --
 from . import batched as batched

@@ -217,5 +217,8 @@ def XT_compact_X(E, r, Ic):
     # Ibar_A = E^T Ibar E - rx h1x - (h1 + m r)x rx   (from XT_blocks_X with B = h x, C = m 1)
     I1 = mtm(E, mm(Ibar, E))
     rx = skew(r)
-    IA = I1 - mm(rx, skew(h1)) - mm(skew(hA), rx)
-    return jnp.concatenate([m, hA, unsym3(IA)], axis=-2)
+    IA = unsym3(I1 - mm(rx, skew(h1)) - mm(skew(hA), rx))
+    lead = jnp.broadcast_shapes(m.shape[:-2], hA.shape[:-2], IA.shape[:-2])
+    B = max(m.shape[-1], hA.shape[-1], IA.shape[-1])
+    parts = [jnp.broadcast_to(x, lead + x.shape[-2:-1] + (B,)) for x in (m, hA, IA)]
+    return jnp.concatenate(parts, axis=-2)

@@ -16,7 +16,11 @@ import numpy as np
 from . import _algebra as al
 from ._common import check_state
 from ._jcalc import node_inertias
-from ._kinematics import node_accelerations, node_jacobian, node_poses, node_velocities
+from ._kinematics import _node_accelerations as node_accelerations
+from ._kinematics import _node_jacobian as node_jacobian
+from ._kinematics import _node_poses as node_poses
+from ._kinematics import _node_velocities as node_velocities
+from ._kinematics import run_native
 
 __all__ = [
     "center_of_mass",
@@ -50,22 +54,22 @@ def _moving_inertias(model):
 
 
 def _world_inertias(model, E0, r0):
-    """Moving nodes' inertias in world coordinates about the world origin ``(nv, 10, 1)``."""
-    return al.XT_compact_X(E0[1:, ..., None], r0[1:, ..., None], _moving_inertias(model))
+    """Moving nodes' inertias in world coordinates about the world origin ``(nv, 10, B)``."""
+    return al.XT_compact_X(E0[1:], r0[1:], _moving_inertias(model))
 
 
 def _to_world(E0, r0, f):
     """Node forces (node coordinates) -> world coordinates at the world origin."""
-    return al.XT_force(E0[1:, ..., None], r0[1:, ..., None], f)
+    return al.XT_force(E0[1:], r0[1:], f)
 
 
 def _about_com(h0, c):
-    """A world-origin momentum (or column block) ``(..., 6, 1)`` -> about the CoM ``c (3, 1)``."""
+    """A world-origin momentum (or column block) ``(..., 6, B)`` -> about the CoM ``c (3, B)``."""
     return al.join(al.ang(h0) - al.cross(c, al.lin(h0)), al.lin(h0))
 
 
 def _com(I0):
-    tot = jnp.sum(I0, axis=0)  # (10, 1)
+    tot = jnp.sum(I0, axis=0)  # (10, B)
     return tot, tot[1:4] / tot[0:1]
 
 
@@ -90,8 +94,11 @@ def center_of_mass(model, q):
     """
     with jax.named_scope("jaxrbd.center_of_mass"):
         (q,) = check_state(model, q=q)
-        E0, r0 = node_poses(model, q)
-        return _com(_world_inertias(model, E0, r0))[1][:, 0]
+        return run_native(_center_of_mass, model, (q,))
+
+
+def _center_of_mass(model, q):
+    return _com(_world_inertias(model, *node_poses(model, q)))[1]
 
 
 def centroidal_momentum(model, q, qd):
@@ -106,11 +113,14 @@ def centroidal_momentum(model, q, qd):
     """
     with jax.named_scope("jaxrbd.centroidal_momentum"):
         q, qd = check_state(model, q=q, qd=qd)
-        E0, r0, v = node_velocities(model, q, qd)
-        I0 = _world_inertias(model, E0, r0)
-        _, c = _com(I0)
-        h = jnp.sum(_to_world(E0, r0, al.inertia_mul(_moving_inertias(model), v[1:, :, None])), 0)
-        return _about_com(h, c)[:, 0]
+        return run_native(_centroidal_momentum, model, (q, qd))
+
+
+def _centroidal_momentum(model, q, qd):
+    E0, r0, v = node_velocities(model, q, qd)
+    _, c = _com(_world_inertias(model, E0, r0))
+    h = jnp.sum(_to_world(E0, r0, al.inertia_mul(_moving_inertias(model), v[1:])), 0)
+    return _about_com(h, c)
 
 
 def centroidal_momentum_matrix(model, q):
@@ -126,13 +136,17 @@ def centroidal_momentum_matrix(model, q):
     """
     with jax.named_scope("jaxrbd.centroidal_momentum_matrix"):
         (q,) = check_state(model, q=q)
-        E0, r0, S0 = node_jacobian(model, q)
-        I0 = _world_inertias(model, E0, r0)  # (nv, 10, 1)
-        _, c = _com(I0)
-        sub = jnp.asarray(_subtree(model.node_parent)[:, 1:], I0.dtype)  # (nv, nv)
-        IC0 = jnp.einsum("kn,nib->kib", sub, I0)  # composite inertias, world frame
-        A0 = al.inertia_mul(IC0, S0[..., None])  # (nv, 6, 1)
-        return _about_com(A0, c[None])[..., 0].T
+        return run_native(_centroidal_momentum_matrix, model, (q,))
+
+
+def _centroidal_momentum_matrix(model, q):
+    E0, r0, S0 = node_jacobian(model, q)
+    I0 = _world_inertias(model, E0, r0)  # (nv, 10, B)
+    _, c = _com(I0)
+    sub = jnp.asarray(_subtree(model.node_parent)[:, 1:], I0.dtype)  # (nv, nv)
+    IC0 = jnp.einsum("kn,nib->kib", sub, I0)  # composite inertias, world frame
+    A0 = al.inertia_mul(IC0, S0)  # (nv, 6, B)
+    return jnp.swapaxes(_about_com(A0, c[None]), 0, 1)
 
 
 def centroidal_momentum_bias(model, q, qd):
@@ -146,14 +160,18 @@ def centroidal_momentum_bias(model, q, qd):
     """
     with jax.named_scope("jaxrbd.centroidal_momentum_bias"):
         q, qd = check_state(model, q=q, qd=qd)
-        E0, r0, v, a = node_accelerations(model, q, qd, jnp.zeros_like(qd))
-        Ic = _moving_inertias(model)
-        _, c = _com(_world_inertias(model, E0, r0))
-        v, a = v[1:, :, None], a[1:, :, None]
-        f = al.inertia_mul(Ic, a) + al.cross_force(v, al.inertia_mul(Ic, v))
-        hdot = jnp.sum(_to_world(E0, r0, f), 0)
-        # d/dt of the shift: -(d c/dt) x l = -(l / M) x l = 0, so only the shift of hdot
-        return _about_com(hdot, c)[:, 0]
+        return run_native(_centroidal_momentum_bias, model, (q, qd))
+
+
+def _centroidal_momentum_bias(model, q, qd):
+    E0, r0, v, a = node_accelerations(model, q, qd, jnp.zeros_like(qd))
+    Ic = _moving_inertias(model)
+    _, c = _com(_world_inertias(model, E0, r0))
+    v, a = v[1:], a[1:]
+    f = al.inertia_mul(Ic, a) + al.cross_force(v, al.inertia_mul(Ic, v))
+    hdot = jnp.sum(_to_world(E0, r0, f), 0)
+    # d/dt of the shift: -(d c/dt) x l = -(l / M) x l = 0, so only the shift of hdot
+    return _about_com(hdot, c)
 
 
 def center_of_mass_velocity(model, q, qd):
@@ -202,9 +220,12 @@ def kinetic_energy(model, q, qd):
     """
     with jax.named_scope("jaxrbd.kinetic_energy"):
         q, qd = check_state(model, q=q, qd=qd)
-        _, _, v = node_velocities(model, q, qd)
-        v = v[1:, :, None]
-        return 0.5 * jnp.sum(al.dot(v, al.inertia_mul(_moving_inertias(model), v)))
+        return run_native(_kinetic_energy, model, (q, qd))
+
+
+def _kinetic_energy(model, q, qd):
+    v = node_velocities(model, q, qd)[2][1:]
+    return 0.5 * jnp.sum(al.dot(v, al.inertia_mul(_moving_inertias(model), v)), axis=0)
 
 
 def potential_energy(model, q):
@@ -218,9 +239,12 @@ def potential_energy(model, q):
     """
     with jax.named_scope("jaxrbd.potential_energy"):
         (q,) = check_state(model, q=q)
-        E0, r0 = node_poses(model, q)
-        tot = jnp.sum(_world_inertias(model, E0, r0), axis=0)[:, 0]
-        return -jnp.dot(model.gravity, tot[1:4])
+        return run_native(_potential_energy, model, (q,))
+
+
+def _potential_energy(model, q):
+    tot = jnp.sum(_world_inertias(model, *node_poses(model, q)), axis=0)
+    return -al.dot(model.gravity[:, None], tot[1:4])
 
 
 def system_inertia(model, q, about="world"):
@@ -244,15 +268,18 @@ def system_inertia(model, q, about="world"):
         raise ValueError(f"about must be 'world' or 'com', got {about!r}")
     with jax.named_scope("jaxrbd.system_inertia"):
         (q,) = check_state(model, q=q)
-        E0, r0 = node_poses(model, q)
-        tot, c = _com(_world_inertias(model, E0, r0))
-        if about == "com":
-            # parallel axis: Ī_G = Ī_O - M c× c×ᵀ; h = 0
-            M = tot[0:1]
-            cx = al.skew(c)
-            IG = al.sym3(tot[4:]) - M[None] * al.mm(cx, al.transpose(cx))
-            tot = jnp.concatenate([M, jnp.zeros_like(c), al.unsym3(IG)], axis=0)
-        A, Bk, C = al.inertia_blocks(tot)
-        top = jnp.concatenate([A, Bk], axis=1)
-        bottom = jnp.concatenate([al.transpose(Bk), C], axis=1)
-        return jnp.concatenate([top, bottom], axis=0)[..., 0]
+        return run_native(_system_inertia, model, (q,), (about,))
+
+
+def _system_inertia(model, q, about):
+    tot, c = _com(_world_inertias(model, *node_poses(model, q)))
+    if about == "com":
+        # parallel axis: Ī_G = Ī_O - M c× c×ᵀ; h = 0
+        M = tot[0:1]
+        cx = al.skew(c)
+        IG = al.sym3(tot[4:]) - M[None] * al.mm(cx, al.transpose(cx))
+        tot = jnp.concatenate([M, jnp.zeros_like(c), al.unsym3(IG)], axis=0)
+    A, Bk, C = al.inertia_blocks(tot)
+    top = jnp.concatenate([A, Bk], axis=1)
+    bottom = jnp.concatenate([al.transpose(Bk), C], axis=1)
+    return jnp.concatenate([top, bottom], axis=0)

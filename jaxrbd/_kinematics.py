@@ -80,11 +80,27 @@ def _node_jacobian(model, q):
 
 
 # One state in, node arrays out (batch axis dropped); `jax.vmap` runs the batch-trailing
-# form natively (see `_vmap`).
+# form natively (see `_vmap`). For other modules' single-state code; the public functions
+# below run their whole computation batch-trailing through `run_native`.
 node_poses = native_vmap(_node_poses)
 node_velocities = native_vmap(_node_velocities)
 node_accelerations = native_vmap(_node_accelerations)
 node_jacobian = native_vmap(_node_jacobian)
+
+
+@functools.lru_cache(maxsize=1024)
+def _native(impl, static: tuple):
+    return native_vmap(lambda model, *arrays: impl(model, *arrays, *static))
+
+
+def run_native(impl, model, arrays, static=()):
+    """``impl(model, *arrays_B, *static)`` (batch-trailing in and out) on one state.
+
+    `jax.vmap` of the result runs ``impl`` on the whole batch in the batch-trailing
+    layout, in cache-sized blocks (see `_vmap.native_vmap`); ``static`` (hashable)
+    selects bodies, frames...
+    """
+    return _native(impl, tuple(static))(model, *arrays)
 
 
 @functools.lru_cache(maxsize=256)
@@ -119,12 +135,21 @@ def _body_placements(model, bodies: np.ndarray):
     return E[..., None], r[..., None], len(sel) > 0
 
 
-def body_frames(model, bodies: np.ndarray, E0, r0, *motions):
-    """Node quantities (one state, no batch axis) -> the bodies' ``E0, r0`` and motions,
-    batch-trailing with ``B = 1``: ``(K, 3, 3, 1)``, ``(K, 3, 1)``, ``(K, 6, 1)``..."""
+def body_frames(model, bodies, E0, r0, *motions):
+    """Node quantities of one state (no batch axis, as `node_poses` etc. return) -> the
+    bodies' ``E0, r0`` and motions, batch-trailing with ``B = 1``."""
+    return body_frames_batched(
+        model, bodies, E0[..., None], r0[..., None], *(m[..., None] for m in motions)
+    )
+
+
+def body_frames_batched(model, bodies, E0, r0, *motions):
+    """Node quantities -> the bodies' ``E0, r0`` and motions (batch-trailing):
+    ``(K, 3, 3, B)``, ``(K, 3, B)``, ``(K, 6, B)``..."""
+    bodies = np.asarray(bodies)
     node = np.asarray(tables(model).body_node)[bodies]
-    E0, r0 = E0[node][..., None], r0[node][..., None]
-    motions = [m[node][..., None] for m in motions]
+    E0, r0 = E0[node], r0[node]
+    motions = [m[node] for m in motions]
     Ef, rf, any_fixed = _body_placements(model, bodies)
     if any_fixed:
         E0, r0 = al.compose(Ef, rf, E0, r0)
@@ -209,9 +234,12 @@ def forward_kinematics(model, q):
     """
     with jax.named_scope("jaxrbd.forward_kinematics"):
         (q,) = check_state(model, q=q)
-        E0, r0 = node_poses(model, q)
-        E, r = body_frames(model, np.arange(model.nbodies), E0, r0)
-        return jnp.swapaxes(E[..., 0], -1, -2), r[..., 0]
+        return run_native(_forward_kinematics, model, (q,))
+
+
+def _forward_kinematics(model, q):
+    E, r = body_frames_batched(model, np.arange(model.nbodies), *_node_poses(model, q))
+    return al.transpose(E), r
 
 
 def body_velocities(model, q, qd):
@@ -233,8 +261,11 @@ def body_velocities(model, q, qd):
     """
     with jax.named_scope("jaxrbd.body_velocities"):
         q, qd = check_state(model, q=q, qd=qd)
-        E0, r0, v = node_velocities(model, q, qd)
-        return body_frames(model, np.arange(model.nbodies), E0, r0, v)[2][..., 0]
+        return run_native(_body_velocities, model, (q, qd))
+
+
+def _body_velocities(model, q, qd):
+    return body_frames_batched(model, np.arange(model.nbodies), *_node_velocities(model, q, qd))[2]
 
 
 def body_accelerations(model, q, qd, qdd):
@@ -257,8 +288,12 @@ def body_accelerations(model, q, qd, qdd):
     """
     with jax.named_scope("jaxrbd.body_accelerations"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
-        E0, r0, _, a = node_accelerations(model, q, qd, qdd)
-        return body_frames(model, np.arange(model.nbodies), E0, r0, a)[2][..., 0]
+        return run_native(_body_accelerations, model, (q, qd, qdd))
+
+
+def _body_accelerations(model, q, qd, qdd):
+    E0, r0, _, a = _node_accelerations(model, q, qd, qdd)
+    return body_frames_batched(model, np.arange(model.nbodies), E0, r0, a)[2]
 
 
 def body_jacobians(model, q, frame="body"):
@@ -281,25 +316,29 @@ def body_jacobians(model, q, frame="body"):
     with jax.named_scope("jaxrbd.body_jacobians"):
         _check_frame(frame)
         (q,) = check_state(model, q=q)
-        return _jacobians(model, q, np.arange(model.nbodies), None, frame)
+        bodies = tuple(range(model.nbodies))
+        return run_native(_jacobians, model, (q,), (bodies, frame))
 
 
-def _jacobians(model, q, bodies, P_body, frame):
-    """Jacobians ``(K, 6, nv)`` of ``bodies`` at body points ``P_body (K, 3)`` (or origins)."""
-    E0n, r0n, S0 = node_jacobian(model, q)
-    E0, r0 = body_frames(model, bodies, E0n, r0n)
+def _jacobians(model, q, *args):
+    """Jacobians ``(K, 6, nv, B)`` of ``bodies`` at body points ``P (K, 3, B)`` (origins if
+    not given); ``args`` = ``([P,] bodies, frame)``."""
+    P_body, (bodies, frame) = (args[0], args[1:]) if len(args) == 3 else (None, args)
+    bodies = np.asarray(bodies)
+    E0n, r0n, S0 = _node_jacobian(model, q)
+    E0, r0 = body_frames_batched(model, bodies, E0n, r0n)
     node = np.asarray(tables(model).body_node)[bodies]
     mask = support(model)[node]  # (K, nv) static
-    # (K, nv, 6, 1): columns of the world-frame (world origin) Jacobian of each body
-    J0 = S0[None, :, :, None] * jnp.asarray(mask, S0.dtype)[:, :, None, None]
+    # (K, nv, 6, B): columns of the world-frame (world origin) Jacobian of each body
+    J0 = S0[None] * jnp.asarray(mask, S0.dtype)[:, :, None, None]
     E0, r0 = E0[:, None], r0[:, None]  # broadcast over the nv columns
     if frame == "body":
         J = al.X_motion(E0, r0, J0)
     else:
-        P = r0 if P_body is None else r0 + al.mtv(E0, P_body[:, None, :, None])
+        P = r0 if P_body is None else r0 + al.mtv(E0, P_body[:, None])
         w = al.ang(J0)
         J = al.join(w, al.lin(J0) + al.cross(w, P))
-    return jnp.swapaxes(J[..., 0], -1, -2)
+    return jnp.swapaxes(J, 1, 2)
 
 
 # ---------------------------------------------------------------- points
@@ -326,9 +365,12 @@ def point_position(model, q, body, point=None):
         bodies, single = resolve_bodies(model, body)
         (q,) = check_state(model, q=q)
         p = resolve_points(model, point, len(bodies), single)
-        E0n, r0n = node_poses(model, q)
-        E0, r0 = body_frames(model, bodies, E0n, r0n)
-        return _out((r0 + al.mtv(E0, p[..., None]))[..., 0], single)
+        return _out(run_native(_point_position, model, (q, p), (tuple(bodies),)), single)
+
+
+def _point_position(model, q, p, bodies):
+    E0, r0 = body_frames_batched(model, bodies, *_node_poses(model, q))
+    return r0 + al.mtv(E0, p)
 
 
 def point_velocity(model, q, qd, body, point=None):
@@ -446,11 +488,14 @@ def body_velocity(model, q, qd, body, point=None, frame="world"):
         bodies, single = resolve_bodies(model, body)
         q, qd = check_state(model, q=q, qd=qd)
         p = resolve_points(model, point, len(bodies), single)
-        E0, r0, v = body_frames(model, bodies, *node_velocities(model, q, qd))
-        if frame == "body":
-            return _out(v[..., 0], single)
-        P = r0 + al.mtv(E0, p[..., None])
-        return _out(_world_motion_at(E0, r0, v, P)[..., 0], single)
+        return _out(run_native(_body_velocity, model, (q, qd, p), (tuple(bodies), frame)), single)
+
+
+def _body_velocity(model, q, qd, p, bodies, frame):
+    E0, r0, v = body_frames_batched(model, bodies, *_node_velocities(model, q, qd))
+    if frame == "body":
+        return v
+    return _world_motion_at(E0, r0, v, r0 + al.mtv(E0, p))
 
 
 def _world_acceleration_at(E0, r0, v, a, p):
@@ -486,10 +531,15 @@ def body_acceleration(model, q, qd, qdd, body, point=None, frame="world"):
         bodies, single = resolve_bodies(model, body)
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         p = resolve_points(model, point, len(bodies), single)
-        E0, r0, v, a = body_frames(model, bodies, *node_accelerations(model, q, qd, qdd))
-        if frame == "body":
-            return _out(a[..., 0], single)
-        return _out(_world_acceleration_at(E0, r0, v, a, p[..., None])[..., 0], single)
+        out = run_native(_body_acceleration, model, (q, qd, qdd, p), (tuple(bodies), frame))
+        return _out(out, single)
+
+
+def _body_acceleration(model, q, qd, qdd, p, bodies, frame):
+    E0, r0, v, a = body_frames_batched(model, bodies, *_node_accelerations(model, q, qd, qdd))
+    if frame == "body":
+        return a
+    return _world_acceleration_at(E0, r0, v, a, p)
 
 
 def body_bias_acceleration(model, q, qd, body, point=None, frame="world"):
@@ -535,4 +585,5 @@ def body_jacobian(model, q, body, point=None, frame="world"):
             if (point is None or frame == "body")
             else resolve_points(model, point, len(bodies), single)
         )
-        return _out(_jacobians(model, q, bodies, p, frame), single)
+        arrays = (q,) if p is None else (q, p)
+        return _out(run_native(_jacobians, model, arrays, (tuple(bodies), frame)), single)
