@@ -47,6 +47,9 @@ from ._energy import potential_energy as potential_energy
 from ._energy import system_inertia as system_inertia
 from ._energy import total_mass as total_mass
 # -- inverse kinematics (issue 3) --
+from ._ik import IKResult as IKResult
+from ._ik import IKTarget as IKTarget
+from ._ik import inverse_kinematics as inverse_kinematics
 # -- Denavit-Hartenberg models (issue 3) --
 from ._dh import DHLink as DHLink
 from ._dh import dh_model as dh_model
