@@ -55,6 +55,12 @@ from ._dh import DHLink as DHLink
 from ._dh import dh_model as dh_model
 from ._dh import dh_transform as dh_transform
 # -- inertial parameters and regressor (issue 5) --
+from ._parameters import from_log_cholesky as from_log_cholesky
+from ._parameters import inertial_parameters as inertial_parameters
+from ._parameters import inverse_dynamics_regressor as inverse_dynamics_regressor
+from ._parameters import is_physically_consistent as is_physically_consistent
+from ._parameters import to_log_cholesky as to_log_cholesky
+from ._parameters import with_inertial_parameters as with_inertial_parameters
 # -- integrators and rollouts (issue 5) --
 # -- force elements (issue 5) --
 # -- hybrid dynamics (issue 4) --

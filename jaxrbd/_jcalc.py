@@ -220,9 +220,12 @@ def node_inertias(model):
     Ib = _bc(model.inertia)  # (nbodies, 10, 1)
     if t.fixed[1:].any():
         # A fixed body's frame is its placement relative to its node: X_off = Xtree.
-        sel = np.flatnonzero(t.fixed)
-        moved = al.XT_compact_X(_bc(model.Xtree_E[sel]), _bc(model.Xtree_r[sel]), Ib[sel])
-        Ib = Ib.at[sel].set(moved)
+        # Masked over all bodies rather than gather -> transform -> scatter, a pattern
+        # XLA:CPU (jax 0.10) can miscompile when the array itself comes from a gather.
+        fixed = jnp.asarray(t.fixed)[:, None, None]
+        E = jnp.where(fixed, model.Xtree_E, jnp.eye(3, dtype=model.dtype)[None])
+        r = jnp.where(fixed[:, 0], model.Xtree_r, 0.0)
+        Ib = al.XT_compact_X(_bc(E), _bc(r), Ib)
     return jnp.zeros((t.nn, 10, 1), Ib.dtype).at[t.body_node].add(Ib)
 
 
