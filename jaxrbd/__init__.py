@@ -66,6 +66,15 @@ from ._parameters import with_inertial_parameters as with_inertial_parameters
 # -- hybrid dynamics (issue 4) --
 from ._hybrid import hybrid_dynamics as hybrid_dynamics
 # -- contacts and constraints (issue 4) --
+from ._constraints import ConstraintSet as ConstraintSet
+from ._constraints import constraint_bias as constraint_bias
+from ._constraints import constraint_jacobian as constraint_jacobian
+from ._constraints import constraint_residual as constraint_residual
+from ._constraints import constraint_velocity_residual as constraint_velocity_residual
+from ._contacts import assemble_q as assemble_q
+from ._contacts import assemble_qd as assemble_qd
+from ._contacts import contact_impulses as contact_impulses
+from ._contacts import forward_dynamics_contacts as forward_dynamics_contacts
 # -- derivatives / sensitivities (issue 5) --
 from . import batched as batched
 from .io import load_urdf as load_urdf
