@@ -62,7 +62,18 @@ from ._parameters import is_physically_consistent as is_physically_consistent
 from ._parameters import to_log_cholesky as to_log_cholesky
 from ._parameters import with_inertial_parameters as with_inertial_parameters
 # -- integrators and rollouts (issue 5) --
+from ._integrators import rollout as rollout
+from ._integrators import step as step
 # -- force elements (issue 5) --
+from ._forces import AbstractForceElement as AbstractForceElement
+from ._forces import JointDamper as JointDamper
+from ._forces import JointFriction as JointFriction
+from ._forces import JointSpring as JointSpring
+from ._forces import PointToPointSpringDamper as PointToPointSpringDamper
+from ._forces import SpringDamperDrive as SpringDamperDrive
+from ._forces import UserForce as UserForce
+from ._forces import elastic_potential_energy as elastic_potential_energy
+from ._forces import generalized_forces as generalized_forces
 # -- hybrid dynamics (issue 4) --
 from ._hybrid import hybrid_dynamics as hybrid_dynamics
 # -- contacts and constraints (issue 4) --

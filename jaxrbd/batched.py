@@ -73,3 +73,62 @@ def mass_matrix(model, Q):
     """`jaxrbd.mass_matrix` for a batch: `Q (N, nq)` -> `(N, nv, nv)`."""
     (q,) = _batch(model, Q=Q)
     return jnp.moveaxis(_blocked(lambda q: crba_batched(model, q), (q,)), -1, 0)
+
+
+# -- rollouts (issue 5) --
+
+
+def rollout(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=None, policy=None,
+            forces=(), dynamics=None, checkpoint=None, devices=None):
+    """`jaxrbd.rollout` for a batch of initial states, sharded over devices.
+
+    Each sample is an independent `jaxrbd.rollout` with the same `dt`, integrator,
+    `policy`, `forces`, `dynamics` and `checkpoint`. The batch axis is split over a 1-D
+    `jax.sharding.Mesh` of `devices` (`jax.shard_map`, inputs placed with a
+    `NamedSharding`); the batch is padded with copies of sample 0 to a multiple of the
+    device count, and the padding is dropped from the results. Inside each device the
+    samples run in cache-sized blocks (128 on CPU), each block one vmapped rollout.
+    Results equal `jax.vmap(jaxrbd.rollout)` and do not depend on the device count.
+
+    Args:
+        model: a `Model`, shared by the batch.
+        Q0: initial configurations `(N, nq)`.
+        QD0: initial velocities `(N, nv)` [rad/s | m/s].
+        TAU_SEQ: generalized forces `(N, n_steps, nv)` [N m | N], or ``None`` with
+            `policy` (then vmapped over the batch).
+        dt: time step [s], a positive scalar.
+        integrator: ``"euler"``, ``"semi_implicit_euler"`` or ``"rk4"`` (see `jaxrbd.step`).
+        n_steps: number of steps; required with `policy`, checked against `TAU_SEQ`.
+        policy: ``(t, q, qd) -> tau (nv,)`` for one sample; replaces `TAU_SEQ`.
+        forces: callables ``f(model, q, qd) -> (nv,)`` added to the torques at every stage.
+        dynamics: optional ``(model, q, qd, tau) -> qdd`` replacing `jaxrbd.forward_dynamics`.
+        checkpoint: gradient checkpointing of each sample's scan, as in `jaxrbd.rollout`.
+        devices: the devices to shard over; default `jax.devices()` (all of the default
+            backend). On CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=K``
+            (set before JAX starts) splits the host into ``K`` devices.
+
+    Returns:
+        ``(QS, QDS)``, `(N, n_steps + 1, nq)` and `(N, n_steps + 1, nv)`.
+
+    Raises:
+        ValueError: wrong shapes or batch sizes, an empty `devices`, and every error of
+            `jaxrbd.rollout`.
+
+    Example:
+        >>> Q0 = jnp.broadcast_to(q, (8, model.nq)); QD0 = jnp.zeros((8, model.nv))
+        >>> TAU = jnp.zeros((8, 20, model.nv))
+        >>> QS, QDS = jaxrbd.batched.rollout(model, Q0, QD0, TAU, 1e-3, "semi_implicit_euler")
+        >>> QS.shape, QDS.shape
+        ((8, 21, 9), (8, 21, 9))
+    """
+    import jax
+
+    from ._integrators import rollout_batched
+
+    with jax.named_scope("jaxrbd.batched.rollout"):
+        return rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator, n_steps=n_steps,
+                               policy=policy, forces=forces, dynamics=dynamics,
+                               checkpoint=checkpoint, devices=devices)
+
+
+__all__ += ["rollout"]
