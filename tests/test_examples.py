@@ -27,6 +27,9 @@ TESTED_ELSEWHERE = {
     "inertial_identification.py",  # tests/test_workflows.py
     "trajectory_optimization.py",  # tests/test_workflows_examples.py
     "batched_rollouts.py",  # tests/test_workflows_examples.py
+    "four_bar_linkage.py",  # tests/test_contact_examples.py
+    "slider_crank.py",  # tests/test_contact_examples.py
+    "humanoid_standing.py",  # tests/test_contact_examples.py
 }
 
 
