@@ -87,6 +87,11 @@ from ._contacts import assemble_qd as assemble_qd
 from ._contacts import contact_impulses as contact_impulses
 from ._contacts import forward_dynamics_contacts as forward_dynamics_contacts
 # -- derivatives / sensitivities (issue 5) --
+from ._derivatives import forward_dynamics_derivatives as forward_dynamics_derivatives
+from ._derivatives import forward_dynamics_parameter_derivatives as forward_dynamics_parameter_derivatives
+from ._derivatives import inverse_dynamics_derivatives as inverse_dynamics_derivatives
+from ._derivatives import inverse_dynamics_parameter_derivatives as inverse_dynamics_parameter_derivatives
+from ._derivatives import model_derivatives as model_derivatives
 from . import batched as batched
 from .io import load_urdf as load_urdf
 

@@ -75,6 +75,26 @@ def mass_matrix(model, Q):
     return jnp.moveaxis(_blocked(lambda q: crba_batched(model, q), (q,)), -1, 0)
 
 
+def forward_dynamics_derivatives(model, Q, QD, TAU, F_ext=None):
+    """`jaxrbd.forward_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)`,
+    optional `F_ext (N, nbodies, 6)` -> `(dQDD_dQ, dQDD_dQD, dQDD_dTAU)`, each `(N, nv, nv)`."""
+    from ._derivatives import fd_derivatives_batched
+
+    arrays = _batch(model, Q=Q, QD=QD, TAU=TAU)
+    F = _f_ext(model, F_ext, arrays[0].shape[1])
+    return fd_derivatives_batched(model, *arrays, *(() if F is None else (F,)))
+
+
+def inverse_dynamics_derivatives(model, Q, QD, QDD, F_ext=None):
+    """`jaxrbd.inverse_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)`,
+    optional `F_ext (N, nbodies, 6)` -> `(dTAU_dQ, dTAU_dQD, H)`, each `(N, nv, nv)`."""
+    from ._derivatives import id_derivatives_batched
+
+    arrays = _batch(model, Q=Q, QD=QD, QDD=QDD)
+    F = _f_ext(model, F_ext, arrays[0].shape[1])
+    return id_derivatives_batched(model, *arrays, *(() if F is None else (F,)))
+
+
 # -- rollouts (issue 5) --
 
 

@@ -1,0 +1,848 @@
+"""Derivatives of the dynamics as matrices: d qdd / d(q, qd, tau), d tau / d(q, qd, qdd), and
+their sensitivities to the inertial parameters.
+
+The state derivatives are analytic (Carpentier & Mansard, RSS 2018, in Featherstone's
+notation), evaluated in world coordinates where a perturbation of joint ``j`` moves the
+whole subtree of ``j`` rigidly:
+
+* one RNEA-like forward pass gives, per node, the world-frame motion column ``S_i``,
+  velocity ``v_i``, acceleration ``a_i`` and inertia ``I_i``;
+* subtree sums (no transforms needed in one frame) give the composite inertia ``IC_i``,
+  the composite of ``I_k crm(v_k) + crm(v_k)^T I_k`` (only its 3x3 angular block is
+  non-zero), the composite momentum and the composite force;
+* every entry ``d tau_i / d x_j`` is then a dot product of a 6-vector of node ``i``
+  with a 6-vector of direction ``j`` (which depends on whether ``i`` lies in the
+  subtree moved by ``j`` or on the path above it), so the matrices cost
+  O(nv^2) small dot products after O(n) node work.
+
+Forward dynamics uses ``d qdd / dx = -H^-1 d tau / dx`` at ``qdd = FD(q, qd, tau)`` and
+``d qdd / d tau = H^-1``. ``H = L^T D L`` with the sparsity of the tree (RBDA section 6.5);
+in world coordinates its factors are articulated-body quantities, so one transform-free
+backward pass gives ``D`` and ``L``, a forward pass over ancestor bands gives ``L^-1``, and
+with them ``qdd`` and the dense ``H^-1 = L^-1 D^-1 L^-T``.
+
+Layout: the per-node work runs on the batch-trailing layout in blocks of `CHUNK` states
+(phase 1, returning batch-first per-node vectors); the dense O(nv^2) assembly and the
+matrix products then run on super-blocks of `SUPER` states (phase 2), where XLA uses
+batched matrix products.
+
+Configuration derivatives are in the tangent space: column ``j`` of ``d f / dq`` is
+``d/de f(integrate(model, q, e * e_j, 1))`` at ``e = 0`` (Pinocchio's convention). For a
+free joint the tangent is the body twist ``[w; v]`` in body coordinates, for a spherical
+joint the angular velocity in child coordinates; elsewhere it is ``d/dq_j``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.custom_batching import custom_vmap
+
+from . import _algebra as al
+from ._common import (
+    Xup_and_S,
+    check_f_ext,
+    check_state,
+    gravity_acceleration,
+    pad,
+    pad_inertia,
+    pad_S,
+    sched,
+)
+from ._jcalc import _euler_S, joint_velocity_terms, node_inertias, tables
+from ._passes import velocities_accelerations
+from ._tree import add, backward_scan, scan_schedule, take
+
+__all__ = [
+    "fd_derivatives_batched",
+    "fd_parameter_derivatives_batched",
+    "forward_dynamics_derivatives",
+    "forward_dynamics_parameter_derivatives",
+    "id_derivatives_batched",
+    "id_parameter_derivatives_batched",
+    "inverse_dynamics_derivatives",
+    "inverse_dynamics_parameter_derivatives",
+    "model_derivatives",
+    "run_blocks",
+]
+
+#: Samples per block of the per-node recursions under `jax.vmap` / `jaxrbd.batched`.
+CHUNK = 32
+#: Samples per block of the dense assembly and matrix products (a multiple of `CHUNK`).
+SUPER = 128
+
+
+# ------------------------------------------------------------------ static tables
+
+
+class _Tables:
+    """Index tables of one tree structure (numpy, cached). Indices are DoF indices
+    ``0..nv-1`` (node ``i + 1``) unless named ``*_node``; ``nv`` is a dummy row."""
+
+    def __init__(self, node_parent, node_body, body_node, joint_kind, nbodies):
+        nn = len(node_parent)
+        nv = nn - 1
+        npar = np.asarray(node_parent)
+        first = {}
+        for n in range(1, nn):
+            first.setdefault(node_body[n], n)
+        p_node, nu_node = np.arange(nn), np.arange(nn)
+        for n in range(1, nn):
+            b = node_body[n]
+            if joint_kind[b] != "screw":
+                # multi-DoF joints: a tangent step moves the child frame, which every
+                # node of the joint shares; their columns are fixed in the child frame.
+                p_node[n], nu_node[n] = first[b], body_node[b]
+        self.p = p_node[1:] - 1
+        self.nu_node = nu_node[1:]
+        self.lam_p_node = npar[p_node[1:]]
+        # ancestors of every DoF, nearest first, padded with the dummy index nv
+        anc = [[] for _ in range(nv)]
+        for i in range(nv):
+            k = npar[i + 1]
+            while k > 0:
+                anc[i].append(k - 1)
+                k = npar[k]
+        self.depth = np.array([len(a) for a in anc], dtype=np.int64)
+        D = max(1, int(self.depth.max()) if nv else 1)
+        self.D = D
+        self.anc = np.full((nv, D), nv, dtype=np.int64)
+        for i, a in enumerate(anc):
+            self.anc[i, : len(a)] = a
+        A = np.eye(nv, dtype=bool)  # A[i, j]: i is j or an ancestor of j
+        for j in range(nv):
+            A[anc[j], j] = True
+        eye = np.eye(nv, dtype=bool)
+        P = self.p
+        self.sub_q = A[P, :].T  # [i, j]: i in the subtree moved by a q-step of j
+        self.anc_q = A[:, P] & ~eye[:, P]  # i strictly above that subtree
+        self.sub_v = A.T
+        self.anc_v = A & ~eye
+        # unit-lower inverse W = L^-1, row k: W(k, anc_l) = -sum_{a<=l} L(k, anc_a) W(anc_a, anc_{l-a})
+        skew = np.full((D, D), D * (D + 1), dtype=np.int64)  # -> an appended zero
+        for a in range(1, D + 1):
+            for l in range(a, D + 1):
+                skew[a - 1, l - 1] = (a - 1) * (D + 1) + (l - a)
+        self.skew = skew
+        # bodies -> their node (DoF index, -1 for the world and bodies fixed to it)
+        self.body_dof = np.asarray(body_node) - 1
+        self.nbodies = nbodies
+
+
+@functools.lru_cache(maxsize=256)
+def _tables_cached(key) -> _Tables:
+    return _Tables(*key)
+
+
+def _tables(model) -> _Tables:
+    return _tables_cached(
+        (model.node_parent, model.node_body, model.body_node, model.joint_kind, model.nbodies)
+    )
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _gather(x, idx):
+    """Rows ``idx`` of ``x`` with the dummy index ``len(x)`` reading zeros."""
+    ext = jnp.concatenate([x, jnp.zeros_like(x[:1])], axis=0)
+    return ext[idx]
+
+
+def _subtree_sum(x, s):
+    """``sum_{k in subtree(i)} x_k`` for every DoF ``i`` (x: ``(nv, k, B)``): one backward
+    scan over the schedule ``s`` adding each row into its parent's."""
+    x = pad(jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0), s)
+
+    def step(buf, idx, par, _):
+        return add(buf, par, take(buf, idx))
+
+    return backward_scan(step, x, s, ())[1 : s.n]
+
+
+def _path_sum(x, t: _Tables):
+    """``sum_{k root..i} x_k`` for every DoF ``i``."""
+    return x + _gather(x, t.anc).sum(axis=1)
+
+
+def _to_world(E0, r0, x):
+    return al.Xinv_motion(E0, r0, x)
+
+
+# ------------------------------------------------------------------ node quantities
+
+
+def _node_terms(model, q, qd, qdd, f_ext):
+    """World-frame per-node quantities and their subtree composites (batch-trailing).
+
+    Returns a dict of ``(nv, k, B)`` arrays (DoF rows) plus ``vw``/``aw`` with the world
+    row (``(nn, 6, B)``) and the transforms ``E0, r0``.
+    """
+    B = max(q.shape[-1], qd.shape[-1], qdd.shape[-1])
+    s = sched(model, B)
+    E, r, S = Xup_and_S(model, q)
+    vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
+    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    a0 = gravity_acceleration(model, B, q.dtype)
+    v, a, (E0, r0) = velocities_accelerations(
+        s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a0, with_X0=True
+    )
+    vw, aw = _to_world(E0, r0, v), _to_world(E0, r0, a)
+    Sn = _to_world(E0[1:], r0[1:], S[1:])
+    Ic = node_inertias(model)[1:]
+    Iw = al.XT_compact_X(E0[1:], r0[1:], jnp.broadcast_to(Ic, Ic.shape[:-1] + (B,)))
+    v1, a1 = jnp.broadcast_to(vw[1:], Sn.shape), jnp.broadcast_to(aw[1:], Sn.shape)
+    P = al.inertia_mul(Iw, v1)  # momentum
+    f = al.inertia_mul(Iw, a1) + al.cross_force(v1, P)
+    # angular block of I crm(v) + crm(v)^T I: [Ibar, w x] + h x v x + v x h x (symmetric)
+    w, nu = al.ang(v1), al.lin(v1)
+    Ibar, h = al.sym3(Iw[:, 4:]), Iw[:, 1:4]
+    Iw_x = al.mm(Ibar, al.skew(w))
+    hv = al.dot(h, nu)[:, None, None, :]
+    A = Iw_x + al.transpose(Iw_x) + al.outer(nu, h) + al.outer(h, nu) - 2 * hv * al.eye3(h)
+    parts = [Iw, al.unsym3(A), P, f]
+    if f_ext is not None:
+        fe = jnp.zeros((model.nv + 1, 6) + f_ext.shape[2:], f_ext.dtype)
+        fe = fe.at[np.asarray(model.body_node)].add(f_ext)[1:]
+        parts.append(jnp.broadcast_to(fe, fe.shape[:-1] + (B,)))
+    comp = _subtree_sum(jnp.concatenate(parts, axis=1), s)
+    out = {
+        "E0": E0, "r0": r0, "vw": vw, "aw": aw, "S": Sn, "Iw": Iw,
+        "IC": comp[:, :10], "A": comp[:, 10:16], "P": comp[:, 16:22], "G": comp[:, 22:28],
+        "Fe": comp[:, 28:34] if f_ext is not None else None,
+    }
+    return out
+
+
+def _bc_mul(nt, idx, u_ang):
+    """Composite ``BC u = [(A + P_ang x) u_w; 2 P_lin x u_w]`` at DoFs ``idx`` (it
+    ignores the linear part of ``u``)."""
+    P = nt["P"][idx]
+    return al.join(
+        al.mv(al.sym3(nt["A"][idx]), u_ang) + al.cross(al.ang(P), u_ang),
+        2 * al.cross(al.lin(P), u_ang),
+    )
+
+
+def _euler_local(kind, q3, qd3):
+    """Local derivatives of Euler joints (child coordinates): the columns w.r.t. the angles
+    ``(3, J, 3 cols, 3, B)`` and the bias ``cJ = dS/dt qd`` w.r.t. angles and rates
+    ``(3, J, 3, B)`` each; the leading axis is the joint's own DoF."""
+
+    def local(q3, qd3):
+        S3, dS3 = jax.jvp(lambda x: jnp.stack(_euler_S(kind, x[:, 1:]), axis=1), (q3,), (qd3,))
+        return S3, dS3[:, 0] * qd3[:, 0:1] + dS3[:, 1] * qd3[:, 1:2]
+
+    e = jnp.eye(3, dtype=q3.dtype)[:, None, :, None] * jnp.ones_like(q3)[None]
+    z = jnp.zeros_like(e)
+    dS, dc = jax.vmap(lambda a, b: jax.jvp(local, (q3, qd3), (a, b))[1])(
+        jnp.concatenate([e, z]), jnp.concatenate([z, e]))
+    return dS[:3], dc[:3], dc[3:]
+
+
+def _euler_joints(model):
+    """``(kind, child nodes, q starts, v starts)`` of the Euler joints, kind by kind."""
+    return [(k, nodes + 2, qs, vs) for k, (nodes, qs, vs) in tables(model).multi.items()
+            if k.startswith("euler")]
+
+
+def _euler_terms(model, nt, qd, qdd, vb, u, w, c):
+    """Add the Euler joints' own angle dependence (their columns and bias are functions of
+    their angles) to the direction vectors; returns the local entries ``dS_m/dq_k . F``."""
+    joints = _euler_joints(model)
+    q = nt["q"]
+    loc = [_euler_local(k, q[qs[:, None] + np.arange(3)], qd[vs[:, None] + np.arange(3)])
+           for k, _, qs, vs in joints]
+    dS, dcq, dcv = (jnp.concatenate([x[i] for x in loc], axis=1) for i in range(3))
+    child = np.concatenate([j[1] for j in joints])
+    vs = np.concatenate([j[3] for j in joints])
+    cols3 = vs[:, None] + np.arange(3)  # the joint's DoFs, (J, 3)
+    Ec, rc = nt["E0"][child], nt["r0"][child]
+
+    def world(x):  # angular child-frame 3-vectors (..., J, 3, B) -> world motion vectors
+        lead = (1,) * (x.ndim - 3)
+        wa = al.mtv(Ec.reshape(lead + Ec.shape), x)
+        return al.join(wa, al.cross(rc.reshape(lead + rc.shape), wa))
+
+    dSw = world(dS.swapaxes(1, 2)).swapaxes(1, 2)  # (3 k, J, 3 m, 6, B)
+    dv = jnp.sum(dSw * qd[cols3][None, :, :, None, :], axis=2)  # (3 k, J, 6, B)
+    da = jnp.sum(dSw * qdd[cols3][None, :, :, None, :], axis=2)
+    da = da + al.cross_motion((nt["vw"][child] + vb[vs])[None], dv) + world(dcq)
+    rows = cols3.T  # (3 k, J): the DoF of direction k
+    u, w, c = u.at[rows].add(-dv), w.at[rows].add(-da), c.at[rows].add(world(dcv))
+    F = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
+    vals = al.dot(dSw, F[cols3][None])  # (3 k, J, 3 m, B), the order of `_euler_entries`
+    return u, w, c, vals.reshape((-1,) + vals.shape[3:])
+
+
+def _directions(model, nt, qd, qdd):
+    """Per-direction 6-vectors: q-steps (``w``, ``u``, ``Phi``), qd-steps (``c``, ``Psi``),
+    and the local Euler-joint entries of ``d tau / dq``."""
+    t = _tables(model)
+    Sn, vw, aw = nt["S"], nt["vw"], nt["aw"]
+    vb = jnp.broadcast_to(vw[t.lam_p_node], Sn.shape)
+    ab = jnp.broadcast_to(aw[t.lam_p_node], Sn.shape)
+    u = al.cross_motion(Sn, vb)
+    w = al.cross_motion(Sn, ab) - al.cross_motion(u, vb)
+    c = al.cross_motion(jnp.broadcast_to(vw[t.nu_node], Sn.shape) + vb, Sn)
+    extra = None
+    if _euler_joints(model):
+        u, w, c, extra = _euler_terms(model, nt, qd, qdd, vb, u, w, c)
+    p = t.p
+    Phi = (al.cross_force(Sn, nt["G"][p]) - al.inertia_mul(nt["IC"][p], w)
+           + _bc_mul(nt, p, al.ang(u)))
+    Psi = al.inertia_mul(nt["IC"], c) - _bc_mul(nt, np.arange(model.nv), al.ang(Sn))
+    return {"u": u, "w": w, "c": c, "Phi": Phi, "Psi": Psi, "extra": extra}
+
+
+def _euler_entries(model):
+    """Static (row, column) of the local entries ``dS_m/dq_k . F`` of Euler joints,
+    in the ``(k, joint, m)`` order of `_euler_terms`."""
+    vs = np.concatenate([j[3] for j in _euler_joints(model)])
+    k, m = np.arange(3)[:, None, None], np.arange(3)[None, None, :]
+    rows = np.broadcast_to(vs[None, :, None] + m, (3, len(vs), 3))
+    cols = np.broadcast_to(vs[None, :, None] + k, (3, len(vs), 3))
+    return rows.reshape(-1), cols.reshape(-1)
+
+
+def _node_vectors(nt):
+    """``y_i = IC_i S_i``, ``z_i = BC_i^T S_i`` (angular part; the linear part is 0)."""
+    Sn, P = nt["S"], nt["P"]
+    Sw, Sv = al.ang(Sn), al.lin(Sn)
+    y = al.inertia_mul(nt["IC"], Sn)
+    z = al.mv(al.sym3(nt["A"]), Sw) + al.cross(Sw, al.ang(P)) + 2 * al.cross(Sv, al.lin(P))
+    return y, z
+
+
+# ------------------------------------------------------------------ H = L^T D L (batch-trailing)
+# In world coordinates the sparse factors of H are the articulated-body quantities: with
+# U_k = IA_k S_k, D_k = S_k . U_k and L(k, j) = U_k . S_j / D_k for every ancestor j of k
+# (eliminating the subtree of k from H turns its composite inertia into IA_k).
+
+
+def _pack(A, Bk, C):
+    return jnp.concatenate([x.reshape(x.shape[:-3] + (9, x.shape[-1])) for x in (A, Bk, C)], -2)
+
+
+def _unpack(row):
+    return tuple(row[..., 9 * k : 9 * k + 9, :].reshape(row.shape[:-2] + (3, 3, row.shape[-1]))
+                 for k in range(3))
+
+
+def _node_order(ys, s):
+    """Per-step scan outputs ``(nsteps, W, ...)`` -> DoF order ``(nv, ...)``."""
+    flat = ys.reshape((-1,) + ys.shape[2:])
+    out = jnp.zeros((s.nbuf,) + flat.shape[1:], flat.dtype).at[s.steps.reshape(-1)].set(flat)
+    return out[1 : s.n]
+
+
+def _factor(Iw, S, s, t: _Tables):
+    """``D (nv, B)`` and the band ``L(k, anc_l(k))`` ``(nv, D, B)`` of ``H = L^T D L``, by
+    the articulated-inertia pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms)."""
+    I0 = jnp.concatenate([jnp.zeros_like(Iw[:1]), Iw], axis=0)
+    buf = _pack(*al.inertia_blocks(pad_inertia(I0, s)))
+    S0 = pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
+
+    def step(buf, idx, par, x):
+        (Si,) = x
+        A, Bk, C = _unpack(take(buf, idx))
+        U = al.blocks_mul(A, Bk, C, Si)
+        Dinv = 1.0 / al.dot(Si, U)
+        Uw, Uv = al.ang(U), al.lin(U)
+        k = Dinv[..., None, None, :]
+        Ia = (A - k * al.outer(Uw, Uw), Bk - k * al.outer(Uw, Uv), C - k * al.outer(Uv, Uv))
+        return add(buf, par, _pack(*Ia)), (U * Dinv[..., None, :], Dinv)
+
+    _, (Ut, Dinv) = scan_schedule(step, buf, s, (S0,), reverse=True)
+    Ut, Dinv = _node_order(Ut, s), _node_order(Dinv, s)
+    return 1.0 / Dinv, al.dot(Ut[:, None], _gather(S, t.anc))
+
+
+def _lower_inverse(L, t: _Tables):
+    """Band of ``W = L^-1`` (the sparsity of ``L``), ``(nv, D, B)``; row k:
+    ``W(k, anc_l) = -sum_{a <= l} L(k, anc_a) W(anc_a, anc_{l - a})`` (``W(i, i) = 1``)."""
+    nv, D = t.anc.shape
+    B = L.shape[-1]
+    W = jnp.zeros((nv + 1, D + 1, B), L.dtype).at[:nv, 0].set(1.0)
+
+    def step(W, x):
+        k, anc, Lk = x
+        G = W[anc].reshape((D * (D + 1), B))  # the ancestors' rows
+        G = jnp.concatenate([G, jnp.zeros((1, B), G.dtype)], axis=0)[t.skew]  # (D, D, B)
+        row = -jnp.sum(Lk[:, None, :] * G, axis=0)
+        row = jnp.concatenate([jnp.ones((1, B), row.dtype), row], axis=0)
+        return jax.lax.dynamic_update_index_in_dim(W, row, k, 0), None
+
+    W, _ = jax.lax.scan(step, W, (np.arange(nv), t.anc, L))
+    return W[:nv, 1:]
+
+
+def _solve(Dk, W, x, t: _Tables):
+    """``H^-1 x`` for ``x (nv, B)`` with ``H^-1 = W D^-1 W^T`` (W as a band)."""
+    nv = x.shape[0]
+    y = x + jnp.zeros((nv + 1,) + x.shape[1:], x.dtype).at[t.anc.reshape(-1)].add(
+        (W * x[:, None]).reshape((-1,) + x.shape[1:]))[:nv]
+    z = y / Dk
+    return z + jnp.sum(W * _gather(z, t.anc), axis=1)
+
+
+def _dense_lower(W, t: _Tables):
+    """The band of ``W`` as a dense unit-lower matrix, batch-first ``(B, nv, nv)``."""
+    nv, D = t.anc.shape
+    Wd = jnp.zeros((nv, nv + 1) + W.shape[2:], W.dtype)
+    Wd = Wd.at[np.repeat(np.arange(nv), D), t.anc.reshape(-1)].set(W.reshape((nv * D,) + W.shape[2:]))
+    return _bf(Wd[:, :nv]) + jnp.eye(nv, dtype=W.dtype)[None]
+
+
+# ------------------------------------------------------------------ phase 1: node vectors
+# Per-node and per-direction vectors, computed in cache-sized blocks on the batch-trailing
+# layout and returned batch-first ``(B, nv, k)``.
+
+
+def _bf(x):
+    """``(n, k, B)`` -> ``(B, n, k)``."""
+    return jnp.moveaxis(x, -1, 0)
+
+
+def _prepare(model, q, qd, qdd, f_ext):
+    nt = _node_terms(model, q, qd, qdd, f_ext)
+    nt["q"] = q
+    return nt
+
+
+def _state_vectors(nt, dirs, y, z, sign=1.0):
+    """The vectors whose dot products are the entries of ``sign * d tau / dq`` and
+    ``sign * d tau / dqd`` (the sign rides on the direction vectors, for free)."""
+    S = nt["S"]
+    Pq, Qq = [-y, z], [sign * dirs["w"], sign * al.ang(dirs["u"])]
+    if nt["Fe"] is not None:  # a q-step turns the columns against the external forces
+        Pq.append(-al.cross_force(S, nt["Fe"]))
+        Qq.append(sign * S)
+    out = (jnp.concatenate(Pq, 1), jnp.concatenate(Qq, 1), S, sign * dirs["Phi"],
+           jnp.concatenate([-z, y], 1), sign * jnp.concatenate([al.ang(S), dirs["c"]], 1),
+           sign * dirs["Psi"])
+    out = tuple(_bf(x) for x in out)
+    if dirs["extra"] is not None:
+        out += (_bf(sign * dirs["extra"]),)
+    return out
+
+
+def _id_vectors(model, q, qd, qdd, f_ext=None):
+    nt = _prepare(model, q, qd, qdd, f_ext)
+    y, z = _node_vectors(nt)
+    dirs = _directions(model, nt, qd, qdd)
+    return _state_vectors(nt, dirs, y, z) + (_bf(y),)
+
+
+def _fd_core(model, q, qd, tau, f_ext):
+    """Node terms at the solved ``qdd``, the factors of ``H`` and ``qdd``."""
+    t = _tables(model)
+    B = max(q.shape[-1], qd.shape[-1], tau.shape[-1])
+    zero = jnp.zeros((model.nv, B), q.dtype)
+    nt = _prepare(model, q, qd, zero, f_ext)
+    y, z = _node_vectors(nt)
+    s = sched(model, B)
+    Dk, L = _factor(nt["Iw"], nt["S"], s, t)
+    W = _lower_inverse(L, t)
+    F0 = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
+    qdd = _solve(Dk, W, tau - al.dot(nt["S"], F0), t)
+    # the accelerations qdd adds (world frame, no velocity terms) and the forces they need
+    alpha = _path_sum(nt["S"] * qdd[:, None, :], t)
+    nt["aw"] = nt["aw"] + jnp.concatenate([jnp.zeros_like(alpha[:1]), alpha], axis=0)
+    nt["G"] = nt["G"] + _subtree_sum(al.inertia_mul(nt["Iw"], alpha), s)
+    factors = (_dense_lower(W, t), _bf(1.0 / Dk))
+    return nt, y, z, qdd, factors
+
+
+def _fd_vectors(model, q, qd, tau, f_ext=None):
+    nt, y, z, qdd, factors = _fd_core(model, q, qd, tau, f_ext)
+    dirs = _directions(model, nt, qd, qdd)
+    return factors + _state_vectors(nt, dirs, y, z, sign=-1.0)
+
+
+def _regressor_vectors(model, nt):
+    """``S`` and, per body and parameter, the world-frame force ``X0_b^T (I a + v x* I v)``
+    of a unit parameter (the force is linear in the body's 10 parameters)."""
+    node = np.asarray(model.body_node)
+    E0, r0 = nt["E0"][node], nt["r0"][node]
+    fixed = np.flatnonzero(np.asarray(model.body_fixed))
+    if len(fixed):  # a fixed body's frame is its placement in its node's frame
+        Eo, ro = model.Xtree_E[fixed][..., None], model.Xtree_r[fixed][..., None]
+        Eb, rb = al.compose(Eo, ro, E0[fixed], r0[fixed])
+        E0, r0 = E0.at[fixed].set(Eb), r0.at[fixed].set(rb)
+    vb = al.X_motion(E0, r0, nt["vw"][node])[:, None]  # body coordinates, (nb, 1, 6, B)
+    ab = al.X_motion(E0, r0, nt["aw"][node])[:, None]
+    basis = jnp.eye(10, dtype=vb.dtype)[None, :, :, None]  # unit parameter vectors
+    f = al.inertia_mul(basis, ab) + al.cross_force(vb, al.inertia_mul(basis, vb))
+    fw = al.XT_force(E0[:, None], r0[:, None], f)  # (nb, 10, 6, B)
+    return _bf(nt["S"]), jnp.moveaxis(fw, -1, 0)
+
+
+def _idp_vectors(model, q, qd, qdd):
+    return _regressor_vectors(model, _prepare(model, q, qd, qdd, None))
+
+
+def _fdp_vectors(model, q, qd, tau, f_ext=None):
+    nt, _, _, _, factors = _fd_core(model, q, qd, tau, f_ext)
+    return factors + _regressor_vectors(model, nt)
+
+
+# ------------------------------------------------------------------ phase 2: matrices
+# Dense O(nv^2) assembly and the matrix products on batch-first super-blocks of `SUPER`
+# states: XLA runs them as batched matrix products (much faster than per-block loops).
+
+
+def _precision(x):
+    # the precision setting does not affect float64; float32 must not drop to TF32/bf16
+    return "highest" if x.dtype == jnp.float32 else None
+
+
+def _mm(A, Bm):
+    return jnp.matmul(A, Bm, precision=_precision(A))
+
+
+def _pairs(Pm, Qm):
+    """``out[b, i, j] = P[b, i] . Q[b, j]``."""
+    return jnp.einsum("bic,bjc->bij", Pm, Qm, precision=_precision(Pm))
+
+
+def _masked(sub, anc, sub_mask, anc_mask):
+    zero = jnp.zeros_like(sub)
+    return jnp.where(sub_mask[None], sub, jnp.where(anc_mask[None], anc, zero))
+
+
+def _state_matrices(model, vecs):
+    """``d tau / dq`` and ``d tau / dqd``, ``(B, nv, nv)``, from `_state_vectors`."""
+    t = _tables(model)
+    Pq, Qq, S, Phi, Pv, Qv, Psi = vecs[:7]
+    dq = _masked(_pairs(Pq, Qq), _pairs(S, Phi), t.sub_q, t.anc_q)
+    if len(vecs) > 7:  # Euler joints: their columns depend on their own angles
+        rows, cols = _euler_entries(model)
+        dq = dq.at[:, rows, cols].add(vecs[7])
+    dv = _masked(_pairs(Pv, Qv), _pairs(S, Psi), t.sub_v, t.anc_v)
+    return dq, dv
+
+
+def _minv(Wd, Dinv):
+    """Dense ``H^-1 = W D^-1 W^T`` ``(B, nv, nv)``."""
+    return jnp.einsum("bik,bjk->bij", Wd * Dinv[:, None, :], Wd, precision=_precision(Wd))
+
+
+def _id_matrices(model, vecs):
+    dq, dv = _state_matrices(model, vecs[:-1])
+    t = _tables(model)
+    Hs = _pairs(vecs[-1], vecs[2])  # y_i . S_j
+    return dq, dv, _masked(Hs, jnp.swapaxes(Hs, 1, 2), t.sub_v, t.anc_v)
+
+
+def _fd_matrices(model, vecs):
+    Minv = _minv(*vecs[:2])
+    ndq, ndv = _state_matrices(model, vecs[2:])  # -d tau / dq, -d tau / dqd
+    return _mm(Minv, ndq), _mm(Minv, ndv), Minv
+
+
+def _regressor(model, S, fw):
+    """``Y (B, nv, nbodies * 10)``: ``Y[i, 10 b + c] = S_i . fw[b, c]`` for joints ``i`` on the
+    path of body ``b`` to the root."""
+    t = _tables(model)
+    Y = jnp.einsum("bik,bjck->bijc", S, fw, precision=_precision(S))
+    mask = np.zeros((model.nv, model.nbodies), dtype=bool)
+    for b in np.flatnonzero(t.body_dof >= 0):
+        mask[:, b] = t.sub_v[t.body_dof[b], :]
+    Y = jnp.where(mask[None, :, :, None], Y, jnp.zeros_like(Y))
+    return Y.reshape(Y.shape[:2] + (model.nbodies * 10,))
+
+
+def _idp_matrices(model, vecs):
+    return (_regressor(model, *vecs),)
+
+
+def _fdp_matrices(model, vecs):
+    Minv = _minv(*vecs[:2])
+    return (-_mm(Minv, _regressor(model, *vecs[2:])),)
+
+
+# ------------------------------------------------------------------ batched entry points
+
+
+def run_blocks(impl, model, arrays, chunk=None):
+    """``impl(model, *arrays)`` on batch-trailing ``arrays (..., N)`` in blocks of ``chunk``
+    samples; ``impl`` returns a tuple of batch-first arrays, so do we."""
+    chunk = CHUNK if chunk is None else chunk
+    N = arrays[0].shape[-1]
+    if N <= chunk:
+        return impl(model, *arrays)
+    nblk = -(-N // chunk)
+    padn = nblk * chunk - N
+
+    def split(x):
+        if padn:  # pad with copies of the first sample (valid states; dropped below)
+            x = jnp.concatenate([x, jnp.repeat(x[..., :1], padn, axis=-1)], axis=-1)
+        return jnp.moveaxis(x.reshape(x.shape[:-1] + (nblk, chunk)), -2, 0)
+
+    outs = jax.lax.map(lambda xs: impl(model, *xs), tuple(split(x) for x in arrays))
+    return tuple(o.reshape((nblk * chunk,) + o.shape[2:])[:N] for o in outs)
+
+
+def _two_phase(vectors, matrices):
+    """Phase 1 in blocks of `CHUNK`, phase 2 per super-block of `SUPER` states (large enough
+    for efficient batched matrix products, small enough that the ``(nv, nv)`` matrices of a
+    super-block stay in cache)."""
+
+    def run(model, *arrays, chunk=None, super_chunk=None):
+        def block(model, *xs):
+            return matrices(model, run_blocks(vectors, model, xs, chunk))
+
+        return run_blocks(block, model, arrays, SUPER if super_chunk is None else super_chunk)
+
+    return run
+
+
+#: Batch-trailing inputs (``q (nq, B)``, others ``(nv, B)``, ``f_ext (nbodies, 6, B)``),
+#: batch-first outputs ``(B, nv, nv)``.
+fd_derivatives_batched = _two_phase(_fd_vectors, _fd_matrices)
+id_derivatives_batched = _two_phase(_id_vectors, _id_matrices)
+fd_parameter_derivatives_batched = _two_phase(_fdp_vectors, _fdp_matrices)
+id_parameter_derivatives_batched = _two_phase(_idp_vectors, _idp_matrices)
+
+
+def _dispatch(impl):
+    """A single-state function from ``impl`` whose `jax.vmap` over states runs ``impl``
+    on the batch-trailing layout (the pattern of `jaxrbd._vmap.native_vmap`, with
+    batch-first outputs); derivatives go through the single-state code."""
+
+    def plain(model, *arrays):
+        return tuple(o[0] for o in impl(model, *(a[..., None] for a in arrays)))
+
+    @custom_vmap
+    def fast(model, *arrays):
+        return plain(model, *arrays)
+
+    @fast.def_vmap
+    def _rule(axis_size, in_batched, model, *arrays):
+        model_b, arr_b = in_batched[0], in_batched[1:]
+        if any(jax.tree_util.tree_leaves(model_b)):
+            axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
+                0 if b else None for b in arr_b
+            )
+            out = jax.vmap(plain, in_axes=axes)(model, *arrays)
+        else:
+            trailing = tuple(
+                jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
+                for a, b in zip(arrays, arr_b)
+            )
+            out = impl(model, *trailing)
+        return out, tuple(True for _ in out)
+
+    @jax.custom_jvp
+    def f(model, *arrays):
+        return fast(model, *arrays)
+
+    @f.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(plain, primals, tangents)
+
+    return f
+
+
+_fdd = _dispatch(lambda m, q, qd, tau: fd_derivatives_batched(m, q, qd, tau))
+_fdd_f = _dispatch(fd_derivatives_batched)
+_idd = _dispatch(lambda m, q, qd, qdd: id_derivatives_batched(m, q, qd, qdd))
+_idd_f = _dispatch(id_derivatives_batched)
+_fdp = _dispatch(lambda m, q, qd, tau: fd_parameter_derivatives_batched(m, q, qd, tau))
+_fdp_f = _dispatch(fd_parameter_derivatives_batched)
+_idp = _dispatch(id_parameter_derivatives_batched)
+
+
+def _call(model, fn, fn_f, f_ext, *arrays):
+    f_ext = check_f_ext(model, f_ext)
+    return fn(model, *arrays) if f_ext is None else fn_f(model, *arrays, f_ext)
+
+
+# ------------------------------------------------------------------ public functions
+
+
+def forward_dynamics_derivatives(model, q, qd, tau, f_ext=None):
+    """Partial derivatives of forward dynamics: ``d qdd / dq``, ``d qdd / dqd``, ``d qdd / dtau``.
+
+    Analytic (Carpentier & Mansard 2018): ``d qdd / dx = -H^-1 d tau / dx`` evaluated at
+    ``qdd = forward_dynamics(q, qd, tau)``, with the RNEA derivatives from world-frame
+    recursions (O(n) node work plus O(nv^2) dot products) and ``H^-1`` from the sparse
+    ``L^T D L`` factorisation of the tree (RBDA section 6.5). The same numbers as
+    Pinocchio's ``computeABADerivatives`` (up to its free-joint ``[v; w]`` ordering).
+
+    The configuration derivative is taken in the **tangent space**: column ``j`` of
+    ``dqdd_dq`` is ``d/de qdd(integrate(model, q, e * e_j, 1.0))`` at ``e = 0``. For a
+    free joint that is the body twist ``[w; v]`` in body coordinates, for a spherical
+    joint the angular velocity in child coordinates, for every other joint plain
+    ``d/dq_j``. So ``dqdd_dq`` is square, `(nv, nv)`, even when ``nq > nv``.
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`; quaternion blocks need not be normalised.
+        qd: velocities `(nv,)` [rad/s | m/s]; body coordinates for free joints.
+        tau: generalized forces `(nv,)` [N m | N].
+        f_ext: optional `(nbodies, 6)` spatial forces in world coordinates at the world
+            origin; row 0 is ignored. They are held fixed in the world while ``q`` moves.
+
+    Returns:
+        ``(dqdd_dq, dqdd_dqd, dqdd_dtau)``, each `(nv, nv)`; ``dqdd_dtau = H(q)^-1``.
+        Units: ``dqdd_dq`` [1/s^2], ``dqdd_dqd`` [1/s], ``dqdd_dtau`` [1/(kg m^2) | 1/kg ...].
+
+    Raises:
+        ValueError: an argument has the wrong shape (the message names it).
+        TypeError: an argument is not real-valued.
+
+    Example:
+        >>> fdd = jax.jit(jaxrbd.forward_dynamics_derivatives)
+        >>> dqdd_dq, dqdd_dqd, dqdd_dtau = fdd(model, q, jnp.zeros(model.nv), tau)
+        >>> dqdd_dq.shape, bool(jnp.allclose(dqdd_dtau, dqdd_dtau.T))
+        ((9, 9), True)
+    """
+    with jax.named_scope("jaxrbd.forward_dynamics_derivatives"):
+        q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
+        return _call(model, _fdd, _fdd_f, f_ext, q, qd, tau)
+
+
+def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None):
+    """Partial derivatives of inverse dynamics: ``d tau / dq``, ``d tau / dqd``, ``d tau / dqdd``.
+
+    Analytic world-frame RNEA derivatives (Carpentier & Mansard 2018): one forward pass,
+    subtree sums, then O(nv^2) 6-vector dot products. ``d tau / dqdd`` is the mass
+    matrix ``H(q)``. As Pinocchio's ``computeRNEADerivatives``.
+
+    ``dtau_dq`` is taken in the **tangent space** (see `forward_dynamics_derivatives`):
+    column ``j`` is ``d/de inverse_dynamics(integrate(model, q, e * e_j, 1.0), ...)``.
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`.
+        qd: velocities `(nv,)` [rad/s | m/s].
+        qdd: accelerations `(nv,)` [rad/s^2 | m/s^2].
+        f_ext: optional `(nbodies, 6)` spatial forces in world coordinates at the world
+            origin (held fixed in the world while ``q`` moves); row 0 is ignored.
+
+    Returns:
+        ``(dtau_dq, dtau_dqd, dtau_dqdd)``, each `(nv, nv)`; ``dtau_dqdd = H(q)``.
+
+    Raises:
+        ValueError: an argument has the wrong shape (the message names it).
+        TypeError: an argument is not real-valued.
+
+    Example:
+        >>> idd = jax.jit(jaxrbd.inverse_dynamics_derivatives)
+        >>> dtau_dq, dtau_dqd, H = idd(model, q, jnp.zeros(model.nv), tau)
+        >>> H.shape, bool(jnp.allclose(H, H.T))
+        ((9, 9), True)
+    """
+    with jax.named_scope("jaxrbd.inverse_dynamics_derivatives"):
+        q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
+        return _call(model, _idd, _idd_f, f_ext, q, qd, qdd)
+
+
+def inverse_dynamics_parameter_derivatives(model, q, qd, qdd):
+    """``d tau / d inertial parameters``: the inverse-dynamics regressor ``Y`` as a matrix.
+
+    ``inverse_dynamics(model, q, qd, qdd) == Y @ model.inertia.ravel()``; column
+    ``10 b + c`` belongs to parameter ``c`` of body ``b`` in the layout of
+    `Model.inertia` (``[m, m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]``, body coordinates, about
+    the body origin). Bodies fixed to the world (row 0 included) get zero columns. The
+    external forces of `inverse_dynamics` do not depend on the parameters, so they do
+    not enter ``Y``.
+
+    Args:
+        model: a `Model`.
+        q: `(nq,)`. qd: `(nv,)`. qdd: `(nv,)`.
+
+    Returns:
+        ``Y``, `(nv, nbodies * 10)`.
+
+    Example:
+        >>> Y = jax.jit(jaxrbd.inverse_dynamics_parameter_derivatives)(model, q, jnp.zeros(9), tau)
+        >>> Y.shape
+        (9, 40)
+    """
+    with jax.named_scope("jaxrbd.inverse_dynamics_parameter_derivatives"):
+        q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
+        return _idp(model, q, qd, qdd)[0]
+
+
+def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
+    """``d qdd / d inertial parameters`` as a matrix: ``-H^-1 Y(q, qd, qdd)`` at
+    ``qdd = forward_dynamics(q, qd, tau)``, with ``Y`` the regressor of
+    `inverse_dynamics_parameter_derivatives` (columns in the order of
+    ``model.inertia.ravel()``).
+
+    Args:
+        model: a `Model`.
+        q: `(nq,)`. qd: `(nv,)`. tau: `(nv,)`.
+        f_ext: optional `(nbodies, 6)` spatial forces in world coordinates at the world
+            origin; row 0 is ignored.
+
+    Returns:
+        `(nv, nbodies * 10)`.
+
+    Example:
+        >>> J = jax.jit(jaxrbd.forward_dynamics_parameter_derivatives)(model, q, jnp.zeros(9), tau)
+        >>> J.shape
+        (9, 40)
+    """
+    with jax.named_scope("jaxrbd.forward_dynamics_parameter_derivatives"):
+        q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
+        return _call(model, _fdp, _fdp_f, f_ext, q, qd, tau)[0]
+
+
+_LEAVES = ("gravity", "inertia", "Xtree_E", "Xtree_r", "axes")
+
+
+def model_derivatives(fn, model, *args, leaves=("inertia",)):
+    """Jacobians of ``fn(model, *args)`` with respect to leaves of the model, as matrices.
+
+    A convenience over `jax.jacfwd` / `jax.jacrev` (picked by the sizes): each model
+    leaf is flattened in C order, so for a vector output every Jacobian is a matrix whose
+    columns follow ``leaf.ravel()`` (e.g. ``model.inertia.ravel()``: body-major, 10
+    parameters per body; ``model.Xtree_r.ravel()``: the joint placements, i.e. link
+    lengths; ``model.gravity``).
+
+    Args:
+        fn: ``fn(model, *args) -> array``, differentiable in the model.
+        model: a `Model`.
+        *args: the other arguments of ``fn`` (held fixed).
+        leaves: names of model leaves among ``"gravity"``, ``"inertia"``, ``"Xtree_E"``,
+            ``"Xtree_r"``, ``"axes"``.
+
+    Returns:
+        A dict ``{leaf: J}`` with ``J`` of shape ``out.shape + (leaf.size,)``.
+
+    Raises:
+        ValueError: an unknown leaf name.
+
+    Example:
+        >>> def dtau_dg(model, q, qd, qdd):
+        ...     return jaxrbd.model_derivatives(jaxrbd.inverse_dynamics, model, q, qd, qdd, leaves="gravity")
+        >>> jax.jit(dtau_dg)(model, q, jnp.zeros(9), tau)["gravity"].shape
+        (9, 3)
+    """
+    if isinstance(leaves, str):
+        leaves = (leaves,)
+    leaves = tuple(leaves)
+    for name in leaves:
+        if name not in _LEAVES:
+            raise ValueError(f"leaves contains {name!r}, expected names among {_LEAVES}")
+    if not leaves:
+        raise ValueError("leaves is empty, expected at least one model leaf name")
+    values = tuple(jnp.asarray(getattr(model, n)) for n in leaves)
+
+    def g(flat):
+        new = tuple(v.reshape(x.shape) for v, x in zip(flat, values))
+        return fn(eqx.tree_at(lambda m: tuple(getattr(m, n) for n in leaves), model, new), *args)
+
+    flat = tuple(v.ravel() for v in values)
+    out = jax.eval_shape(g, flat)
+    n_in = sum(v.size for v in flat)
+    jac = (jax.jacrev if int(np.prod(out.shape)) < n_in else jax.jacfwd)(g)(flat)
+    return dict(zip(leaves, jac))
