@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _algebra as al
+from . import _linalg
 from ._common import (
     Xup_and_S,
     check_f_ext,
@@ -183,8 +184,7 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
 
             H = mass_matrix(model, q)
             C = bias_forces(model, q, qd, f_ext)
-            L = jnp.linalg.cholesky(H)
-            return jax.scipy.linalg.cho_solve((L, True), tau - C)
+            return _linalg.cho_solve(_linalg.cholesky(H), tau - C)
         if method != "aba":
             raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
         if f_ext is None:

@@ -29,8 +29,8 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import cho_solve, solve_triangular
 
+from . import _linalg
 from ._common import _as_float, check_f_ext, check_state
 from ._configuration import integrate
 from ._constraints import _frame_poses, _jacobian, _residual, _resolve, terms
@@ -68,25 +68,25 @@ def _factor(method, H, G, rcond):
     if method == "kkt":
         top = jnp.concatenate([H, G.T], axis=1)
         bottom = jnp.concatenate([G, jnp.zeros((m, m), G.dtype)], axis=1)
-        w, V = jnp.linalg.eigh(jnp.concatenate([top, bottom], axis=0))
+        w, V = _linalg.eigh(jnp.concatenate([top, bottom], axis=0))
         keep = _cutoff(w, rcond, n + m)
         return (V, _safe_inv(w, keep)), jnp.sum(keep) < n + m
     if method == "range_space":
-        L = jnp.linalg.cholesky(H)
-        Y = solve_triangular(L, G.T, lower=True)  # L⁻¹ Gᵀ
-        HinvGT = solve_triangular(L.T, Y, lower=False)  # H⁻¹ Gᵀ
-        w, U = jnp.linalg.eigh(Y.T @ Y)  # Schur complement G H⁻¹ Gᵀ (PSD)
+        L = _linalg.cholesky(H)
+        Y = _linalg.solve_triangular(L, G.T, lower=True)  # L⁻¹ Gᵀ
+        HinvGT = _linalg.solve_triangular(L, Y, lower=True, trans=True)  # H⁻¹ Gᵀ
+        w, U = _linalg.eigh(Y.T @ Y)  # Schur complement G H⁻¹ Gᵀ (PSD)
         keep = _cutoff(w, rcond, m)
         return (L, HinvGT, U, _safe_inv(w, keep)), jnp.sum(keep) < m
     # null_space
-    U, s, Vt = jnp.linalg.svd(G, full_matrices=True)
+    U, s, Vt = _linalg.svd(G)
     k = s.shape[0]
     keep = _cutoff(s, rcond, max(n, m))
     Gpinv = Vt[:k].T @ (_safe_inv(s, keep)[:, None] * U[:, :k].T)  # (n, m)
     null = jnp.concatenate([~keep, jnp.ones(n - k, bool)]).astype(H.dtype)
     Z = Vt.T * null[None, :]  # null(G) basis; row-space columns zeroed
     M = Z.T @ H @ Z + jnp.diag(1.0 - null)  # the zeroed directions get y = 0
-    return (H, Gpinv, Z, jnp.linalg.cholesky(M)), jnp.sum(keep) < m
+    return (H, Gpinv, Z, _linalg.cholesky(M)), jnp.sum(keep) < m
 
 
 def _apply(method, F, G, b, c):
@@ -98,12 +98,12 @@ def _apply(method, F, G, b, c):
         return z[:n], -z[n:]
     if method == "range_space":
         L, HinvGT, U, winv = F
-        u = cho_solve((L, True), b)
+        u = _linalg.cho_solve(L, b)
         lam = U @ (winv * (U.T @ (c - G @ u)))
         return u + HinvGT @ lam, lam
     H, Gpinv, Z, Lz = F
     x0 = Gpinv @ c
-    y = cho_solve((Lz, True), Z.T @ (b - H @ x0))
+    y = _linalg.cho_solve(Lz, Z.T @ (b - H @ x0))
     x = x0 + Z @ y
     return x, Gpinv.T @ (H @ x - b)
 

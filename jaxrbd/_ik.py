@@ -15,12 +15,11 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from . import spatial
+from . import _linalg, spatial
 from ._common import _as_float, check_vector
 from ._configuration import _euclidean_maps, integrate_batched
 from ._jcalc import tables
@@ -337,9 +336,9 @@ def _dls_step(J, e, lam):
     m, n = J.shape
     if m <= n:
         A = J @ J.T + lam * jnp.eye(m, dtype=J.dtype)
-        return J.T @ jsl.cho_solve(jsl.cho_factor(A, lower=True), e)
+        return J.T @ _linalg.cho_solve(_linalg.cholesky(A), e)
     A = J.T @ J + lam * jnp.eye(n, dtype=J.dtype)
-    return jsl.cho_solve(jsl.cho_factor(A, lower=True), J.T @ e)
+    return _linalg.cho_solve(_linalg.cholesky(A), J.T @ e)
 
 
 #: Active-set passes of the bounded step: a joint whose step would cross a bound is
@@ -536,7 +535,7 @@ def _implicit(prob, model, data, lo, hi, q, e):
             at_lo, at_hi = _at_bounds(prob, q, lo, hi)
             free = jnp.ones(prob.nv, J.dtype).at[prob.bvi].set(jnp.where(at_lo | at_hi, 0.0, 1.0))
             Jw = Jw * free[None, :]
-        dv = jnp.linalg.pinv(Jw) @ dew
+        dv = _linalg.pinv(Jw) @ dew
         zero = jnp.zeros(prob.nv, q.dtype)
         _, dq = jax.jvp(lambda v: _integrate(model, q, v), (zero,), (dv,))
         r = _norm(ew)

@@ -1,0 +1,171 @@
+"""Dense linear algebra on batches that cannot deadlock XLA:CPU.
+
+jaxlib 0.10's CPU LAPACK kernels (Cholesky, triangular solve, eigh, SVD, ...) split a
+large batch over XLA's intra-op thread pool and block until the pieces finish. Two such
+kernels running at once (independent operations of one program) can occupy every thread
+of the pool while waiting for pieces that never get a thread: the process hangs for
+ever. jaxrbd met it with ~1024 vmapped contact solves on 2 cores; the first call may pass
+and the second hang. A kernel only splits a batch whose ``batch · m · n`` reaches
+`PARALLEL_THRESHOLD` elements, and runs it on the calling thread otherwise.
+
+The functions here take ONE matrix (use `jax.vmap` for batches, as with `jnp.linalg`) and
+call the LAPACK kernels on blocks below that size: under `jax.vmap` (nested or not) the
+batch is flattened and cut into blocks run by `lax.map`. On GPU the same blocks cost a
+few extra kernel launches. Derivatives are defined here (forward mode; reverse mode by
+transposition) so that they run through the same blocked kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax.custom_batching import custom_vmap
+
+__all__ = ["cho_solve", "cholesky", "eigh", "pinv", "solve_triangular", "svd"]
+
+#: jaxlib 0.10.x splits a LAPACK batch over the thread pool from this many elements
+#: (``batch · rows · cols`` of the largest operand) on; below it, one thread runs it.
+PARALLEL_THRESHOLD = 200_000
+
+
+def _blocked_kernel(kernel):
+    """``run(*xs)``: ``kernel`` (arrays with one leading batch axis; a pytree out) applied to
+    blocks of the batch small enough to run on one thread, under any number of vmaps."""
+
+    @custom_vmap
+    def on_block(*xs):
+        return kernel(*xs)
+
+    @on_block.def_vmap
+    def _rule(axis_size, in_batched, *xs):
+        # (axis_size, k, ...) -> (axis_size * k, ...): one flat batch, then re-blocked
+        xs = [
+            x if b else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip(xs, in_batched)
+        ]
+        k = xs[0].shape[1]
+        out = run(*(x.reshape((axis_size * k,) + x.shape[2:]) for x in xs))
+        out = jax.tree_util.tree_map(lambda o: o.reshape((axis_size, k) + o.shape[1:]), out)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    def run(*xs):
+        N = xs[0].shape[0]
+        per = max(math.prod(x.shape[1:]) for x in xs)
+        chunk = max(1, (PARALLEL_THRESHOLD - 1) // max(per, 1))
+        if N <= chunk:
+            return on_block(*xs)
+        nblk = -(-N // chunk)
+        pad = nblk * chunk - N
+
+        def split(x):
+            if pad:  # copies of the first sample; their results are dropped
+                x = jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)], axis=0)
+            return x.reshape((nblk, chunk) + x.shape[1:])
+
+        out = jax.lax.map(lambda b: on_block(*b), tuple(split(x) for x in xs))
+        return jax.tree_util.tree_map(lambda o: o.reshape((nblk * chunk,) + o.shape[2:])[:N], out)
+
+    return run
+
+
+def _one(run):
+    """A one-matrix function from a blocked batched ``run``."""
+
+    def f(*xs):
+        out = run(*(x[None] for x in xs))
+        return jax.tree_util.tree_map(lambda o: o[0], out)
+
+    return f
+
+
+_chol = _one(_blocked_kernel(jnp.linalg.cholesky))
+_eigh = _one(_blocked_kernel(jnp.linalg.eigh))
+_svd = _one(_blocked_kernel(lambda a: jnp.linalg.svd(a, full_matrices=True)))
+
+
+@functools.cache
+def _trsm(lower, trans):
+    def kernel(L, B):
+        return jax.lax.linalg.triangular_solve(L, B, left_side=True, lower=lower, transpose_a=trans)
+
+    return _one(_blocked_kernel(kernel))
+
+
+def _as_cols(B):
+    return (B[:, None], True) if B.ndim == 1 else (B, False)
+
+
+def solve_triangular(L, B, lower=True, trans=False):
+    """``op(L)⁻¹ B`` for a triangular ``L (n, n)`` (``op(L) = Lᵀ`` if ``trans``) and
+    ``B (n,)`` or ``(n, k)``; reads only the ``lower`` (or upper) triangle of ``L``.
+    Differentiable in ``L`` and ``B`` (`jax.lax.custom_linear_solve`)."""
+    lower, trans = bool(lower), bool(trans)
+    L = L * (jnp.tril(jnp.ones_like(L)) if lower else jnp.triu(jnp.ones_like(L)))
+
+    def with_cols(t):
+        def solve(_matvec, b):
+            b2, vec = _as_cols(b)
+            x = _trsm(lower, t)(jax.lax.stop_gradient(L), b2)
+            return x[:, 0] if vec else x
+
+        return solve
+
+    return jax.lax.custom_linear_solve(
+        lambda x: (L.T if trans else L) @ x,
+        B,
+        solve=with_cols(trans),
+        transpose_solve=with_cols(not trans),
+    )
+
+
+@jax.custom_jvp
+def cholesky(A):
+    """Lower Cholesky factor ``L`` of a symmetric positive definite ``A (n, n)``.
+
+    As `jnp.linalg.cholesky` (NaN where ``A`` is not positive definite), run safely in
+    batches (see the module docstring).
+    """
+    return _chol(A)
+
+
+@cholesky.defjvp
+def _cholesky_jvp(primals, tangents):
+    (A,), (dA,) = primals, tangents
+    L = cholesky(A)
+    dA = 0.5 * (dA + dA.T)
+    # dL = L Φ(L⁻¹ dA L⁻ᵀ), Φ: lower triangle with the diagonal halved
+    Y = solve_triangular(L, solve_triangular(L, dA, True, False).T, True, False).T
+    phi = jnp.tril(Y) - 0.5 * jnp.diag(jnp.diagonal(Y))
+    return L, L @ phi
+
+
+def cho_solve(L, B):
+    """``A⁻¹ B`` from the lower Cholesky factor ``L`` of ``A``; ``B (n,)`` or ``(n, k)``."""
+    return solve_triangular(L, solve_triangular(L, B, True, False), True, True)
+
+
+def eigh(A):
+    """``(w, V)`` with ``A = V diag(w) Vᵀ`` for a symmetric ``A (n, n)``, ascending ``w``
+    (as `jnp.linalg.eigh`, blocked; not differentiable)."""
+    return _eigh(jax.lax.stop_gradient(A))
+
+
+def svd(A):
+    """``(U, s, Vt)``, full matrices, of ``A (m, n)`` (as `jnp.linalg.svd`, blocked; not
+    differentiable)."""
+    return _svd(jax.lax.stop_gradient(A))
+
+
+def pinv(A, rcond=None):
+    """Moore–Penrose pseudo-inverse of ``A (m, n)``: singular values at most
+    ``rcond · max σ`` count as zero (default ``10 · max(m, n) · eps``). Not differentiable."""
+    m, n = A.shape
+    if rcond is None:
+        rcond = 10.0 * max(m, n) * float(jnp.finfo(A.dtype).eps)
+    U, s, Vt = svd(A)
+    k = min(m, n)
+    keep = s > rcond * jnp.max(s)
+    sinv = jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0)
+    return (Vt[:k].T * sinv[None, :]) @ U[:, :k].T
