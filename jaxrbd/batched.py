@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from ._aba import aba_batched
@@ -22,7 +23,20 @@ from ._crba import crba_batched
 from ._rnea import rnea_batched
 from ._vmap import blocked as _blocked
 
-__all__ = ["forward_dynamics", "inverse_dynamics", "mass_matrix"]
+__all__ = [
+    "contact_impulses",
+    "forward_dynamics",
+    "forward_dynamics_contacts",
+    "forward_dynamics_derivatives",
+    "forward_dynamics_parameter_derivatives",
+    "inverse_dynamics",
+    "inverse_dynamics_derivatives",
+    "inverse_dynamics_parameter_derivatives",
+    "mass_matrix",
+    "n_models",
+    "stack_models",
+]
+
 
 def _check(model, name, x, n, what):
     x = _as_float(name, x, model.dtype)
@@ -59,47 +73,284 @@ def _run(impl, model, arrays, F_ext):
     return _blocked(lambda *xs: impl(model, *xs), tuple(arrays)).T
 
 
-def forward_dynamics(model, Q, QD, TAU, F_ext=None):
-    """`jaxrbd.forward_dynamics` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)` -> `(N, nv)`."""
+# ----------------------------------------------------------------------------- batches of models
+
+
+def stack_models(models):
+    """One `Model` whose leaves carry a leading axis of ``len(models)``: a batch of models.
+
+    The models must share their structure (tree, joint kinds, names); only their numbers
+    (masses, inertias, joint placements, axes, gravity, limits) may differ. Every
+    function of this module accepts the result in place of a single model, with one state
+    per model (``Q (N, nq)`` for ``N`` models), and vmaps over both.
+
+    Raises:
+        ValueError: an empty list, or models of different structure.
+
+    Example:
+        >>> heavy = jaxrbd.with_inertial_parameters(model, 2 * jaxrbd.inertial_parameters(model))
+        >>> models = jaxrbd.batched.stack_models([model, heavy])
+        >>> Q = jnp.stack([q, q]); Z = jnp.zeros((2, model.nv))
+        >>> jaxrbd.batched.forward_dynamics(models, Q, Z, Z).shape
+        (2, 9)
+    """
+    models = list(models)
+    if not models:
+        raise ValueError("stack_models: no models given")
+    treedef = jax.tree_util.tree_structure(models[0])
+    for i, m in enumerate(models[1:], 1):
+        if jax.tree_util.tree_structure(m) != treedef:
+            raise ValueError(
+                f"stack_models: model {i} differs in structure from model 0 (tree, joints or "
+                "names); only the numbers of the models may differ"
+            )
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *models)
+
+
+def n_models(model):
+    """The number of models of a `stack_models` batch, or ``None`` for a single model."""
+    shape = jnp.shape(model.gravity)
+    return shape[0] if len(shape) == 2 else None
+
+
+def _per_model(fn, model, *arrays, **static):
+    """``fn(model_i, *arrays_i)`` for every model of a stacked batch (batch axis first)."""
+    n = n_models(model)
+    for x in arrays:
+        if x is not None and jnp.shape(x)[:1] != (n,):
+            raise ValueError(
+                f"a batch of {n} models takes {n} states (one per model); got an argument of "
+                f"shape {jnp.shape(x)}"
+            )
+    in_axes = (0,) + tuple(None if x is None else 0 for x in arrays)
+    return jax.vmap(lambda m, *xs: fn(m, *xs, **static), in_axes=in_axes)(model, *arrays)
+
+
+# ----------------------------------------------------------------------------- dynamics
+
+
+def _fd(model, Q, QD, TAU, F_ext):
+    if n_models(model) is not None:
+        from ._aba import forward_dynamics as one
+
+        return _per_model(one, model, Q, QD, TAU, F_ext)
     return _run(aba_batched, model, _batch(model, Q=Q, QD=QD, TAU=TAU), F_ext)
 
 
-def inverse_dynamics(model, Q, QD, QDD, F_ext=None):
-    """`jaxrbd.inverse_dynamics` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)` -> `(N, nv)`."""
+def _id(model, Q, QD, QDD, F_ext):
+    if n_models(model) is not None:
+        from ._rnea import inverse_dynamics as one
+
+        return _per_model(one, model, Q, QD, QDD, F_ext)
     return _run(rnea_batched, model, _batch(model, Q=Q, QD=QD, QDD=QDD), F_ext)
 
 
-def mass_matrix(model, Q):
-    """`jaxrbd.mass_matrix` for a batch: `Q (N, nq)` -> `(N, nv, nv)`."""
+def _mm(model, Q):
+    if n_models(model) is not None:
+        from ._crba import mass_matrix as one
+
+        return _per_model(one, model, Q)
     (q,) = _batch(model, Q=Q)
     return jnp.moveaxis(_blocked(lambda q: crba_batched(model, q), (q,)), -1, 0)
 
 
-def forward_dynamics_derivatives(model, Q, QD, TAU, F_ext=None):
-    """`jaxrbd.forward_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)`,
-    optional `F_ext (N, nbodies, 6)` -> `(dQDD_dQ, dQDD_dQD, dQDD_dTAU)`, each `(N, nv, nv)`."""
-    from ._derivatives import fd_derivatives_batched
+_fd_jit, _id_jit, _mm_jit = jax.jit(_fd), jax.jit(_id), jax.jit(_mm)
 
+
+def forward_dynamics(model, Q, QD, TAU, F_ext=None):
+    """`jaxrbd.forward_dynamics` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)`, optional
+    `F_ext (N, nbodies, 6)` -> `(N, nv)`. `model` may be a `stack_models` batch of N."""
+    return _fd_jit(model, Q, QD, TAU, F_ext)
+
+
+def inverse_dynamics(model, Q, QD, QDD, F_ext=None):
+    """`jaxrbd.inverse_dynamics` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)`, optional
+    `F_ext (N, nbodies, 6)` -> `(N, nv)`. `model` may be a `stack_models` batch of N."""
+    return _id_jit(model, Q, QD, QDD, F_ext)
+
+
+def mass_matrix(model, Q):
+    """`jaxrbd.mass_matrix` for a batch: `Q (N, nq)` -> `(N, nv, nv)`. `model` may be a
+    `stack_models` batch of N."""
+    return _mm_jit(model, Q)
+
+
+# ----------------------------------------------------------------------------- sensitivities
+
+
+def _fd_derivs(model, Q, QD, TAU, F_ext):
+    from ._derivatives import fd_derivatives_batched, forward_dynamics_derivatives
+
+    if n_models(model) is not None:
+        return _per_model(forward_dynamics_derivatives, model, Q, QD, TAU, F_ext)
     arrays = _batch(model, Q=Q, QD=QD, TAU=TAU)
     F = _f_ext(model, F_ext, arrays[0].shape[1])
     return fd_derivatives_batched(model, *arrays, *(() if F is None else (F,)))
 
 
-def inverse_dynamics_derivatives(model, Q, QD, QDD, F_ext=None):
-    """`jaxrbd.inverse_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)`,
-    optional `F_ext (N, nbodies, 6)` -> `(dTAU_dQ, dTAU_dQD, H)`, each `(N, nv, nv)`."""
-    from ._derivatives import id_derivatives_batched
+def _id_derivs(model, Q, QD, QDD, F_ext):
+    from ._derivatives import id_derivatives_batched, inverse_dynamics_derivatives
 
+    if n_models(model) is not None:
+        return _per_model(inverse_dynamics_derivatives, model, Q, QD, QDD, F_ext)
     arrays = _batch(model, Q=Q, QD=QD, QDD=QDD)
     F = _f_ext(model, F_ext, arrays[0].shape[1])
     return id_derivatives_batched(model, *arrays, *(() if F is None else (F,)))
 
 
+def _states(model, **arrays):
+    """Check batch-first states against a single model (a stacked batch checks per model)."""
+    if n_models(model) is None:
+        _batch(model, **arrays)
+
+
+def _fd_param(model, Q, QD, TAU, F_ext):
+    from ._derivatives import forward_dynamics_parameter_derivatives as one
+
+    if n_models(model) is not None:
+        return _per_model(one, model, Q, QD, TAU, F_ext)
+    _states(model, Q=Q, QD=QD, TAU=TAU)
+    if F_ext is None:
+        return jax.vmap(lambda q, v, t: one(model, q, v, t))(Q, QD, TAU)
+    _f_ext(model, F_ext, Q.shape[0])
+    return jax.vmap(lambda q, v, t, f: one(model, q, v, t, f))(Q, QD, TAU, F_ext)
+
+
+def _id_param(model, Q, QD, QDD):
+    from ._derivatives import inverse_dynamics_parameter_derivatives as one
+
+    if n_models(model) is not None:
+        return _per_model(one, model, Q, QD, QDD)
+    _states(model, Q=Q, QD=QD, QDD=QDD)
+    return jax.vmap(lambda q, v, a: one(model, q, v, a))(Q, QD, QDD)
+
+
+_fd_derivs_jit, _id_derivs_jit = jax.jit(_fd_derivs), jax.jit(_id_derivs)
+_fd_param_jit, _id_param_jit = jax.jit(_fd_param), jax.jit(_id_param)
+
+
+def forward_dynamics_derivatives(model, Q, QD, TAU, F_ext=None):
+    """`jaxrbd.forward_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)`,
+    optional `F_ext (N, nbodies, 6)` -> `(dQDD_dQ, dQDD_dQD, dQDD_dTAU)`, each `(N, nv, nv)`.
+    `model` may be a `stack_models` batch of N."""
+    return _fd_derivs_jit(model, Q, QD, TAU, F_ext)
+
+
+def inverse_dynamics_derivatives(model, Q, QD, QDD, F_ext=None):
+    """`jaxrbd.inverse_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)`,
+    optional `F_ext (N, nbodies, 6)` -> `(dTAU_dQ, dTAU_dQD, H)`, each `(N, nv, nv)`.
+    `model` may be a `stack_models` batch of N."""
+    return _id_derivs_jit(model, Q, QD, QDD, F_ext)
+
+
+def forward_dynamics_parameter_derivatives(model, Q, QD, TAU, F_ext=None):
+    """`jaxrbd.forward_dynamics_parameter_derivatives` for a batch: `Q (N, nq)`,
+    `QD, TAU (N, nv)`, optional `F_ext (N, nbodies, 6)` -> `(N, nv, 10 nbodies)`
+    (columns in the order of ``model.inertia.ravel()``). `model` may be a
+    `stack_models` batch of N.
+
+    Example:
+        >>> Q = jnp.stack([q, q0, q1]); Z = jnp.zeros((3, model.nv))
+        >>> jaxrbd.batched.forward_dynamics_parameter_derivatives(model, Q, Z, Z).shape
+        (3, 9, 40)
+    """
+    return _fd_param_jit(model, Q, QD, TAU, F_ext)
+
+
+def inverse_dynamics_parameter_derivatives(model, Q, QD, QDD):
+    """`jaxrbd.inverse_dynamics_parameter_derivatives` (the regressor) for a batch:
+    `Q (N, nq)`, `QD, QDD (N, nv)` -> `(N, nv, 10 nbodies)`. Stacking the rows of a
+    trajectory gives the least-squares matrix of parameter identification. `model` may be
+    a `stack_models` batch of N."""
+    return _id_param_jit(model, Q, QD, QDD)
+
+
+# ----------------------------------------------------------------------------- contacts
+
+
+def _fdc(model, Q, QD, TAU, constraints, F_ext, method, check_rank, rcond):
+    from ._contacts import forward_dynamics_contacts as one
+
+    kw = {"method": method, "check_rank": check_rank, "rcond": rcond}
+    if n_models(model) is not None:
+        return _per_model(
+            lambda m, q, v, t, f: one(m, q, v, t, constraints, f_ext=f, **kw),
+            model,
+            Q,
+            QD,
+            TAU,
+            F_ext,
+        )
+    _states(model, Q=Q, QD=QD, TAU=TAU)
+    if F_ext is not None:
+        _f_ext(model, F_ext, Q.shape[0])
+    return jax.vmap(
+        lambda q, v, t, f: one(model, q, v, t, constraints, f_ext=f, **kw),
+        in_axes=(0, 0, 0, None if F_ext is None else 0),
+    )(Q, QD, TAU, F_ext)
+
+
+def _imp(model, Q, QD_minus, constraints, restitution, method, rcond):
+    from ._contacts import contact_impulses as one
+
+    def f(m, q, v):
+        return one(m, q, v, constraints, restitution, method, return_impulses=True, rcond=rcond)
+
+    if n_models(model) is not None:
+        return _per_model(f, model, Q, QD_minus)
+    _states(model, Q=Q, QD=QD_minus)
+    return jax.vmap(lambda q, v: f(model, q, v))(Q, QD_minus)
+
+
+_fdc_jit = jax.jit(_fdc, static_argnames=("method", "check_rank", "rcond"))
+_imp_jit = jax.jit(_imp, static_argnames=("method", "rcond"))
+
+
+def forward_dynamics_contacts(
+    model, Q, QD, TAU, constraints, method="kkt", F_ext=None, *, check_rank=False, rcond=None
+):
+    """`jaxrbd.forward_dynamics_contacts` for a batch (the contact KKT solves):
+    `Q (N, nq)`, `QD, TAU (N, nv)`, optional `F_ext (N, nbodies, 6)`, one `ConstraintSet`
+    shared by the batch -> `(QDD (N, nv), LAM (N, m))`. `model` may be a `stack_models`
+    batch of N. Compiled once per model structure, constraint set and `method`.
+
+    Example:
+        >>> cs = jaxrbd.ConstraintSet.contacts_3d([("body_3", [0.0, 0.0, -1.0])])
+        >>> Q = jnp.stack([q, q0, q1]); Z = jnp.zeros((3, model.nv))
+        >>> QDD, LAM = jaxrbd.batched.forward_dynamics_contacts(model, Q, Z, Z, cs)
+        >>> QDD.shape, LAM.shape
+        ((3, 9), (3, 3))
+    """
+    return _fdc_jit(
+        model, Q, QD, TAU, constraints, F_ext, method=method, check_rank=check_rank, rcond=rcond
+    )
+
+
+def contact_impulses(model, Q, QD_minus, constraints, restitution=0.0, method="kkt", *, rcond=None):
+    """`jaxrbd.contact_impulses` for a batch: `Q (N, nq)`, `QD_minus (N, nv)` ->
+    `(QD_plus (N, nv), IMPULSES (N, m))`; `restitution` a scalar or `(m,)`, shared by the
+    batch. `model` may be a `stack_models` batch of N."""
+    return _imp_jit(model, Q, QD_minus, constraints, restitution, method=method, rcond=rcond)
+
+
 # -- rollouts (issue 5) --
 
 
-def rollout(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=None, policy=None,
-            forces=(), dynamics=None, checkpoint=None, devices=None):
+def rollout(
+    model,
+    Q0,
+    QD0,
+    TAU_SEQ,
+    dt,
+    integrator="rk4",
+    *,
+    n_steps=None,
+    policy=None,
+    forces=(),
+    dynamics=None,
+    checkpoint=None,
+    devices=None,
+):
     """`jaxrbd.rollout` for a batch of initial states, sharded over devices.
 
     Each sample is an independent `jaxrbd.rollout` with the same `dt`, integrator,
@@ -146,9 +397,20 @@ def rollout(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=None, poli
     from ._integrators import rollout_batched
 
     with jax.named_scope("jaxrbd.batched.rollout"):
-        return rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator, n_steps=n_steps,
-                               policy=policy, forces=forces, dynamics=dynamics,
-                               checkpoint=checkpoint, devices=devices)
+        return rollout_batched(
+            model,
+            Q0,
+            QD0,
+            TAU_SEQ,
+            dt,
+            integrator,
+            n_steps=n_steps,
+            policy=policy,
+            forces=forces,
+            dynamics=dynamics,
+            checkpoint=checkpoint,
+            devices=devices,
+        )
 
 
 __all__ += ["rollout"]
