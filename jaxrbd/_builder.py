@@ -95,12 +95,15 @@ class ModelBuilder:
             body: mass properties (default: massless).
             placement: joint frame in the parent body frame (default: identity).
             joint_name: name of the joint (default: the body name).
-            lower, upper: position limits, a scalar or one per ``q`` coordinate of the
+            lower: lower position limits, a scalar or one per ``q`` coordinate of the
                 joint (default unbounded); quaternion coordinates stay unbounded.
-            velocity_limit, effort_limit: bounds on ``|qd|`` and ``|tau|``, a scalar or
-                one per velocity coordinate (default ``inf``).
-            damping, friction: viscous damping and dry friction coefficients (``>= 0``,
-                default 0), kept on the model as data (see `Model`).
+            upper: upper position limits, as ``lower``.
+            velocity_limit: bound on ``|qd|``, a scalar or one per velocity coordinate
+                (default ``inf``).
+            effort_limit: bound on ``|tau|``, as ``velocity_limit``.
+            damping: viscous damping coefficients (``>= 0``, default 0), kept on the
+                model as data (see `Model`).
+            friction: dry friction coefficients, as ``damping``.
 
         Raises:
             ValueError: unknown parent, duplicate name, non-physical inertia, bad

@@ -122,7 +122,8 @@ def difference(model, q0, q1):
     """The constant velocity taking ``q0`` to ``q1`` in unit time (the inverse of `integrate`).
 
     Args:
-        q0, q1: `(nq,)`.
+        q0: start configuration `(nq,)`.
+        q1: end configuration `(nq,)`.
 
     Returns:
         `v`, `(nv,)` with ``integrate(model, q0, v, 1) == q1`` (quaternions up to sign).

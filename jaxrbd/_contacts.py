@@ -229,8 +229,10 @@ def contact_impulses(
         q: configuration `(nq,)`; qd_minus: velocity before the impact `(nv,)`.
         constraints: a `ConstraintSet` with ``m`` rows.
         restitution: coefficient of restitution ``e``, a scalar or `(m,)` per row.
-        method, check_rank, rcond: as `forward_dynamics_contacts`.
+        method: as `forward_dynamics_contacts`.
         return_impulses: also return ``Λ``.
+        check_rank: as `forward_dynamics_contacts`.
+        rcond: as `forward_dynamics_contacts`.
 
     Returns:
         ``qd_plus`` `(nv,)`, or ``(qd_plus, Lambda)`` with ``Lambda`` `(m,)` the impulse

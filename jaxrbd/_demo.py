@@ -235,7 +235,7 @@ def run(
             jaxrbd.models.triple_pendulum,
         ),
         "humanoid": (
-            "The bundled humanoid (floating base, 36 DoF, 75 kg)",
+            "The bundled humanoid (floating base, 36 DoF, 82.8 kg)",
             jaxrbd.models.humanoid,
         ),
     }

@@ -274,7 +274,8 @@ def body_accelerations(model, q, qd, qdd):
     Args:
         model: a `Model`.
         q: configuration `(nq,)`.
-        qd, qdd: velocity and acceleration `(nv,)`.
+        qd: velocity `(nv,)`.
+        qdd: acceleration `(nv,)`.
 
     Returns:
         `(nbodies, 6)`: row ``i`` is the spatial acceleration ``[ω̇; a]`` of body ``i``

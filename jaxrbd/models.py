@@ -53,7 +53,7 @@ def _box(mass, size, com=(0.0, 0.0, 0.0)):
 
 
 def humanoid(dtype=None):
-    """A 36-DoF humanoid (75 kg) built in code: free-floating pelvis, 2-DoF lumbar
+    """A 36-DoF humanoid (82.8 kg) built in code: free-floating pelvis, 2-DoF lumbar
     and neck, 7-DoF arms, 6-DoF legs, and fixed hands, soles and a head camera.
 
     The sizes follow adult anthropometry; link boxes give the inertias. It is the

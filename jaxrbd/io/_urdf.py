@@ -79,13 +79,13 @@ def load_urdf(
         ``(model, info)`` where ``info`` is a dict with keys
 
         - ``"limits"``: ``{joint: dict(lower, upper, effort, velocity)}`` for every
-          movable joint with a ``<limit>`` element (URDF defaults: ``lower = upper = 0``;
-          a missing ``effort``/``velocity`` is ``inf``; continuous joints get
-          ``lower = -inf``, ``upper = inf``), in [rad | m], [N·m | N], [rad/s | m/s];
+            movable joint with a ``<limit>`` element (URDF defaults: ``lower = upper =
+            0``; a missing ``effort``/``velocity`` is ``inf``; continuous joints get
+            ``lower = -inf``, ``upper = inf``), in [rad | m], [N·m | N], [rad/s | m/s];
         - ``"dynamics"``: ``{joint: dict(damping, friction)}`` for every movable
-          joint with a ``<dynamics>`` element (missing attributes are 0);
+            joint with a ``<dynamics>`` element (missing attributes are 0);
         - ``"mimic"``: ``{joint: dict(joint, multiplier, offset)}`` (only filled with
-          ``mimic="independent"``: ``q[joint] = multiplier * q[mimicked] + offset``).
+            ``mimic="independent"``: ``q[joint] = multiplier * q[mimicked] + offset``).
 
     Raises:
         ValueError: malformed XML (with the parser's message); no ``<robot>`` root; a
