@@ -128,10 +128,14 @@ def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world):
     return qdd[1 : s.n]
 
 
-def aba_batched(model, q, qd, tau, f_ext=None):
-    """ABA on the batch-trailing layout: ``q (nq, B)``, ``qd, tau (nv, B)`` -> ``qdd (nv, B)``."""
-    B = q.shape[-1]
-    s = sched(model, B)
+def velocity_pass(model, q, qd, f_ext=None):
+    """The first pass shared by ABA and hybrid dynamics (batch-trailing layout).
+
+    Returns ``(s, E, r, S, Ic, c, pA)``: the schedule, joint transforms and motion
+    subspaces, node inertias, velocity-product accelerations ``c = v x vJ + cJ`` and
+    bias forces ``pA = v x* Ic v - f_ext`` of every node.
+    """
+    s = sched(model, q.shape[-1])
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
     v, X0 = velocities(s, E, r, vJ, with_X0=f_ext is not None)
@@ -142,6 +146,13 @@ def aba_batched(model, q, qd, tau, f_ext=None):
     pA = al.cross_force(v, al.inertia_mul(Ic, v))
     if f_ext is not None:
         pA = pA - f_ext_nodes(model, f_ext, *X0)
+    return s, E, r, S, Ic, c, pA
+
+
+def aba_batched(model, q, qd, tau, f_ext=None):
+    """ABA on the batch-trailing layout: ``q (nq, B)``, ``qd, tau (nv, B)`` -> ``qdd (nv, B)``."""
+    B = q.shape[-1]
+    s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
     _, (U, Dinv, u) = _inertia_pass(s, E, r, S, Ic, c=c, pA=pA, tau=tau_n)
     a_world = gravity_acceleration(model, B, q.dtype)

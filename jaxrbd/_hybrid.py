@@ -19,21 +19,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
-from ._aba import _pack, _unpack
+from ._aba import _pack, _unpack, velocity_pass
 from ._common import (
-    Xup_and_S,
     check_f_ext,
     check_state,
-    f_ext_nodes,
     gravity_acceleration,
     pad,
     pad_E,
     pad_inertia,
     pad_S,
-    sched,
 )
-from ._jcalc import joint_velocity_terms, node_inertias
-from ._passes import velocities
 from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
 
@@ -121,17 +116,7 @@ def hybrid_batched(model, q, qd, tau, qdd, mask, f_ext=None):
         ``(qdd, tau)``, `(nv, B)` each.
     """
     B = q.shape[-1]
-    s = sched(model, B)
-    E, r, S = Xup_and_S(model, q)
-    vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
-    v, X0 = velocities(s, E, r, vJ, with_X0=f_ext is not None)
-    c = al.cross_motion(v, vJc)
-    if cJ is not None:
-        c = c + cJ
-    Ic = node_inertias(model)
-    pA = al.cross_force(v, al.inertia_mul(Ic, v))
-    if f_ext is not None:
-        pA = pA - f_ext_nodes(model, f_ext, *X0)
+    s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
     zero = lambda x: jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0)
     tau_n, qdd_n = zero(tau), zero(qdd)
     m = jnp.asarray(np.concatenate([[False], np.asarray(mask, dtype=bool)]))[:, None]
