@@ -131,6 +131,6 @@ def test_large_vmapped_contact_solves_do_not_hang():
         """
     )
     run = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0 and "ok" in run.stdout, run.stderr[-2000:]
