@@ -340,3 +340,18 @@ def doctest_globals() -> dict:
         "qd": jnp.linspace(-1.0, 1.0, model.nv),
         "tau": jnp.ones(model.nv),
     }
+
+
+# ----------------------------------------------------------------------------- examples
+
+
+def load_example(name: str):
+    """Import ``examples/<name>.py`` as a module (the examples are scripts, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -8,21 +8,9 @@ returns its key figures, checked here against the physics they claim.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"_example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from helpers import load_example
 
 _RUNS: dict = {}
 
@@ -30,7 +18,7 @@ _RUNS: dict = {}
 def _quick(name, capsys):
     """``(module, figures)`` of ``main(["--quick"])``, run once per session."""
     if name not in _RUNS:
-        module = _load(name)
+        module = load_example(name)
         out = module.main(["--quick"])
         printed = capsys.readouterr().out.strip().splitlines()
         assert printed and printed[-1].startswith("summary:"), printed[-3:]

@@ -5,19 +5,8 @@ Each script's ``main(["--quick"])`` runs in-process (shorter data, fewer optimis
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from helpers import load_example
 
 
 def test_elastic_arm_identification(capsys):
@@ -30,7 +19,7 @@ def test_elastic_arm_identification(capsys):
     seed 0; 6.5 % for the worst of three seeds with 20 s); the paper's own noisy d2 is
     5.8 % off.
     """
-    out = _load("elastic_arm_identification").main(["--quick"])
+    out = load_example("elastic_arm_identification").main(["--quick"])
     assert out["ideal"]["converged"]
     assert np.max(out["ideal"]["rel_err"]) <= 1e-6, out["ideal"]
     assert np.max(out["noisy"]["rel_err"][:4]) <= 0.05, out["noisy"]
@@ -42,7 +31,7 @@ def test_elastic_arm_identification(capsys):
 def test_inertial_identification(capsys):
     """Panda: least squares and the physically consistent fit predict held-out torques
     far better than the prior and within the noise level; every fitted body consistent."""
-    out = _load("inertial_identification").main(["--quick"])
+    out = load_example("inertial_identification").main(["--quick"])
     assert out["rank"] < 140  # only the base parameters are identifiable
     assert out["err_ls"] < 0.5 * out["noise"]
     assert out["err_pc"] < 0.5 * out["noise"]

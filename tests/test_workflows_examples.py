@@ -8,33 +8,23 @@ are imported from ``examples/`` by path (they are not a package).
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"_example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from helpers import load_example
 
 
 @pytest.fixture(scope="module")
 def trajopt(tmp_path_factory):
     plot = tmp_path_factory.mktemp("trajopt") / "convergence.png"
-    return _load("trajectory_optimization").main(["--quick", "--plot", str(plot)]), plot
+    return load_example("trajectory_optimization").main(["--quick", "--plot", str(plot)]), plot
 
 
 @pytest.fixture(scope="module")
 def rollouts(tmp_path_factory):
     plot = tmp_path_factory.mktemp("rollouts") / "distribution.png"
-    return _load("batched_rollouts").main(["--quick", "--plot", str(plot)]), plot
+    return load_example("batched_rollouts").main(["--quick", "--plot", str(plot)]), plot
 
 
 def test_trajectory_optimization_quick(trajopt):
