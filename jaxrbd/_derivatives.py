@@ -40,7 +40,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.custom_batching import custom_vmap
 
 from . import _algebra as al
 from ._common import (
@@ -56,6 +55,7 @@ from ._common import (
 from ._jcalc import _euler_S, joint_velocity_terms, node_inertias, tables
 from ._passes import velocities_accelerations
 from ._tree import add, backward_scan, scan_schedule, take
+from ._vmap import native_vmap
 
 __all__ = [
     "fd_derivatives_batched",
@@ -610,52 +610,17 @@ fd_parameter_derivatives_batched = _two_phase(_fdp_vectors, _fdp_matrices)
 id_parameter_derivatives_batched = _two_phase(_idp_vectors, _idp_matrices)
 
 
-def _dispatch(impl):
-    """A single-state function from ``impl`` whose `jax.vmap` over states runs ``impl``
-    on the batch-trailing layout (the pattern of `jaxrbd._vmap.native_vmap`, with
-    batch-first outputs); derivatives go through the single-state code."""
-
-    def plain(model, *arrays):
-        return tuple(o[0] for o in impl(model, *(a[..., None] for a in arrays)))
-
-    @custom_vmap
-    def fast(model, *arrays):
-        return plain(model, *arrays)
-
-    @fast.def_vmap
-    def _rule(axis_size, in_batched, model, *arrays):
-        model_b, arr_b = in_batched[0], in_batched[1:]
-        if any(jax.tree_util.tree_leaves(model_b)):
-            axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
-                0 if b else None for b in arr_b
-            )
-            out = jax.vmap(plain, in_axes=axes)(model, *arrays)
-        else:
-            trailing = tuple(
-                jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
-                for a, b in zip(arrays, arr_b)
-            )
-            out = impl(model, *trailing)
-        return out, tuple(True for _ in out)
-
-    @jax.custom_jvp
-    def f(model, *arrays):
-        return fast(model, *arrays)
-
-    @f.defjvp
-    def _jvp(primals, tangents):
-        return jax.jvp(plain, primals, tangents)
-
-    return f
+def _native(impl):
+    return native_vmap(impl, batch_first=True)
 
 
-_fdd = _dispatch(lambda m, q, qd, tau: fd_derivatives_batched(m, q, qd, tau))
-_fdd_f = _dispatch(fd_derivatives_batched)
-_idd = _dispatch(lambda m, q, qd, qdd: id_derivatives_batched(m, q, qd, qdd))
-_idd_f = _dispatch(id_derivatives_batched)
-_fdp = _dispatch(lambda m, q, qd, tau: fd_parameter_derivatives_batched(m, q, qd, tau))
-_fdp_f = _dispatch(fd_parameter_derivatives_batched)
-_idp = _dispatch(id_parameter_derivatives_batched)
+_fdd = _native(lambda m, q, qd, tau: fd_derivatives_batched(m, q, qd, tau))
+_fdd_f = _native(fd_derivatives_batched)
+_idd = _native(lambda m, q, qd, qdd: id_derivatives_batched(m, q, qd, qdd))
+_idd_f = _native(id_derivatives_batched)
+_fdp = _native(lambda m, q, qd, tau: fd_parameter_derivatives_batched(m, q, qd, tau))
+_fdp_f = _native(fd_parameter_derivatives_batched)
+_idp = _native(id_parameter_derivatives_batched)
 
 
 def _call(model, fn, fn_f, f_ext, *arrays):

@@ -47,14 +47,27 @@ def blocked(fn, arrays, chunk=None):
     return jax.tree_util.tree_map(merge, out)
 
 
-def native_vmap(batched_impl):
+def native_vmap(batched_impl, *, batch_first=False):
     """Wrap ``batched_impl(model, *arrays)`` (arrays with a trailing batch axis; output
     with a trailing batch axis, or a pytree of such) into a single-state function
-    ``f(model, *arrays)``."""
+    ``f(model, *arrays)``.
+
+    With ``batch_first=True`` the outputs of ``batched_impl`` carry the batch as their
+    FIRST axis and ``batched_impl`` blocks the batch itself (the derivative matrices,
+    whose two phases block differently), so the vmap rule calls it on the whole batch.
+    """
+    if batch_first:
+        unbatch, rebatch = (lambda o: o[0]), (lambda o: o)
+        run = batched_impl
+    else:
+        unbatch, rebatch = (lambda o: o[..., 0]), (lambda o: jnp.moveaxis(o, -1, 0))
+
+        def run(model, *xs):
+            return blocked(lambda *ys: batched_impl(model, *ys), xs)
 
     def plain(model, *arrays):
         out = batched_impl(model, *(a[..., None] for a in arrays))
-        return jax.tree_util.tree_map(lambda o: o[..., 0], out)
+        return jax.tree_util.tree_map(unbatch, out)
 
     @custom_vmap
     def fast(model, *arrays):
@@ -73,8 +86,7 @@ def native_vmap(batched_impl):
             jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
             for a, b in zip(arrays, arr_b)
         )
-        out = blocked(lambda *xs: batched_impl(model, *xs), trailing)
-        out = jax.tree_util.tree_map(lambda o: jnp.moveaxis(o, -1, 0), out)
+        out = jax.tree_util.tree_map(rebatch, run(model, *trailing))
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
     @jax.custom_jvp
