@@ -54,7 +54,7 @@ from ._common import (
 )
 from ._jcalc import _euler_S, joint_velocity_terms, node_inertias, tables
 from ._passes import velocities_accelerations
-from ._tree import add, backward_scan, scan_schedule, take
+from ._tree import add, backward_scan, scan_schedule, support_table, take
 from ._vmap import native_vmap
 
 __all__ = [
@@ -113,9 +113,7 @@ class _Tables:
         self.anc = np.full((nv, D), nv, dtype=np.int64)
         for i, a in enumerate(anc):
             self.anc[i, : len(a)] = a
-        A = np.eye(nv, dtype=bool)  # A[i, j]: i is j or an ancestor of j
-        for j in range(nv):
-            A[anc[j], j] = True
+        A = support_table(tuple(node_parent))[1:].T  # A[i, j]: i is j or an ancestor of j
         eye = np.eye(nv, dtype=bool)
         P = self.p
         self.sub_q = A[P, :].T  # [i, j]: i in the subtree moved by a q-step of j

@@ -7,11 +7,9 @@ All outputs are in world coordinates; momenta are spatial forces ``[angular; lin
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _algebra as al
 from ._common import check_state
@@ -21,6 +19,7 @@ from ._kinematics import _node_jacobian as node_jacobian
 from ._kinematics import _node_poses as node_poses
 from ._kinematics import _node_velocities as node_velocities
 from ._kinematics import run_native
+from ._tree import support_table
 
 __all__ = [
     "center_of_mass",
@@ -35,17 +34,6 @@ __all__ = [
     "system_inertia",
     "total_mass",
 ]
-
-
-@functools.lru_cache(maxsize=256)
-def _subtree(node_parent: tuple[int, ...]) -> np.ndarray:
-    """``sub[k - 1, n]``: node ``n`` lies in the subtree of node ``k`` (``k >= 1``)."""
-    nn = len(node_parent)
-    sub = np.zeros((nn, nn), dtype=bool)
-    for n in range(nn - 1, 0, -1):
-        sub[n, n] = True
-        sub[node_parent[n]] |= sub[n]
-    return sub[1:]
 
 
 def _moving_inertias(model):
@@ -143,7 +131,8 @@ def _centroidal_momentum_matrix(model, q):
     E0, r0, S0 = node_jacobian(model, q)
     I0 = _world_inertias(model, E0, r0)  # (nv, 10, B)
     _, c = _com(I0)
-    sub = jnp.asarray(_subtree(model.node_parent)[:, 1:], I0.dtype)  # (nv, nv)
+    # sub[k, n]: moving node n + 1 lies in the subtree of node k + 1
+    sub = jnp.asarray(support_table(model.node_parent)[1:].T, I0.dtype)  # (nv, nv)
     IC0 = jnp.einsum("kn,nib->kib", sub, I0)  # composite inertias, world frame
     A0 = al.inertia_mul(IC0, S0)  # (nv, 6, B)
     return jnp.swapaxes(_about_com(A0, c[None]), 0, 1)

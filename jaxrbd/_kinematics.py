@@ -24,6 +24,7 @@ from . import _algebra as al
 from ._common import Xup_and_S, _as_float, check_state, sched
 from ._jcalc import joint_velocity_terms, tables
 from ._passes import velocities, velocities_accelerations, world_transforms
+from ._tree import support_table
 from ._vmap import native_vmap
 
 __all__ = [
@@ -103,20 +104,9 @@ def run_native(impl, model, arrays, static=()):
     return _native(impl, tuple(static))(model, *arrays)
 
 
-@functools.lru_cache(maxsize=256)
-def _support(node_parent: tuple[int, ...]) -> np.ndarray:
-    """``support[n, k - 1]``: node ``k`` lies on the path from the root to node ``n``."""
-    nn = len(node_parent)
-    sup = np.zeros((nn, nn - 1), dtype=bool)
-    for n in range(1, nn):
-        sup[n] = sup[node_parent[n]]
-        sup[n, n - 1] = True
-    return sup
-
-
 def support(model) -> np.ndarray:
-    """Static ``(nnodes, nv)`` table: velocity ``k`` moves node ``n``."""
-    return _support(model.node_parent)
+    """Static ``(nnodes, nv)`` table: velocity ``k`` moves node ``n`` (`support_table`)."""
+    return support_table(model.node_parent)
 
 
 # ---------------------------------------------------------------- node -> body

@@ -19,7 +19,6 @@ give unconstrained coordinates.
 
 from __future__ import annotations
 
-import functools
 
 import equinox as eqx
 import jax
@@ -30,6 +29,7 @@ from . import _algebra as al
 from ._common import Xup_and_S, _as_float, check_state, gravity_acceleration, sched
 from ._jcalc import joint_velocity_terms, tables
 from ._passes import velocities_accelerations
+from ._tree import support_table
 from ._vmap import native_vmap
 
 __all__ = [
@@ -140,18 +140,10 @@ def body_regressor(v, a):
     return jnp.concatenate([m_col, h_cols, I_cols], axis=-3)
 
 
-@functools.lru_cache(maxsize=256)
 def _support(node_parent: tuple[int, ...], body_node: tuple[int, ...]):
-    """The static support table: ``(j, b)`` pairs, row-major, where node ``j + 1``
-    (velocity ``j``) is body ``b``'s node or one of its ancestors."""
-    nv, nb = len(node_parent) - 1, len(body_node)
-    mask = np.zeros((nv, nb), dtype=bool)
-    for b, n in enumerate(body_node):
-        while n > 0:
-            mask[n - 1, b] = True
-            n = node_parent[n]
-    rows, cols = np.nonzero(mask)
-    return rows, cols
+    """The static support pairs ``(j, b)``, row-major, where node ``j + 1`` (velocity
+    ``j``) is body ``b``'s node or one of its ancestors."""
+    return np.nonzero(support_table(node_parent)[np.asarray(body_node)].T)
 
 
 def regressor_batched(model, q, qd, qdd):

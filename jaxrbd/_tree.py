@@ -17,7 +17,22 @@ import functools
 import numpy as np
 from jax import lax
 
-__all__ = ["Schedule", "schedule"]
+__all__ = ["Schedule", "schedule", "support_table"]
+
+
+@functools.lru_cache(maxsize=256)
+def support_table(node_parent: tuple[int, ...]) -> np.ndarray:
+    """``sup[n, k - 1]`` (bool, ``(nnodes, nnodes - 1)``): node ``k >= 1`` lies on the path
+    from the root to node ``n``, i.e. velocity ``k - 1`` moves node ``n``. Read the
+    other way, ``sup.T[k - 1, n]``: node ``n`` lies in the subtree of node ``k``. Row 0
+    (the world) is all False. Cached per structure; do not modify the returned array."""
+    nn = len(node_parent)
+    sup = np.zeros((nn, nn - 1), dtype=bool)
+    for n in range(1, nn):
+        sup[n] = sup[node_parent[n]]
+        sup[n, n - 1] = True
+    sup.flags.writeable = False
+    return sup
 
 
 class Schedule:
