@@ -55,7 +55,7 @@ from ._common import (
 from ._jcalc import _euler_S, joint_velocity_terms, node_inertias, tables
 from ._passes import velocities_accelerations
 from ._tree import add, backward_scan, scan_schedule, support_table, take
-from ._vmap import native_vmap
+from ._vmap import blocked, native_vmap
 
 __all__ = [
     "fd_derivatives_batched",
@@ -67,7 +67,6 @@ __all__ = [
     "inverse_dynamics_derivatives",
     "inverse_dynamics_parameter_derivatives",
     "model_derivatives",
-    "run_blocks",
 ]
 
 #: Samples per block of the per-node recursions under `jax.vmap` / `jaxrbd.batched`.
@@ -567,35 +566,19 @@ def _fdp_matrices(model, vecs):
 # ------------------------------------------------------------------ batched entry points
 
 
-def run_blocks(impl, model, arrays, chunk=None):
-    """``impl(model, *arrays)`` on batch-trailing ``arrays (..., N)`` in blocks of ``chunk``
-    samples; ``impl`` returns a tuple of batch-first arrays, so do we."""
-    chunk = CHUNK if chunk is None else chunk
-    N = arrays[0].shape[-1]
-    if N <= chunk:
-        return impl(model, *arrays)
-    nblk = -(-N // chunk)
-    padn = nblk * chunk - N
-
-    def split(x):
-        if padn:  # pad with copies of the first sample (valid states; dropped below)
-            x = jnp.concatenate([x, jnp.repeat(x[..., :1], padn, axis=-1)], axis=-1)
-        return jnp.moveaxis(x.reshape(x.shape[:-1] + (nblk, chunk)), -2, 0)
-
-    outs = jax.lax.map(lambda xs: impl(model, *xs), tuple(split(x) for x in arrays))
-    return tuple(o.reshape((nblk * chunk,) + o.shape[2:])[:N] for o in outs)
-
-
 def _two_phase(vectors, matrices):
     """Phase 1 in blocks of `CHUNK`, phase 2 per super-block of `SUPER` states (large enough
     for efficient batched matrix products, small enough that the ``(nv, nv)`` matrices of a
     super-block stay in cache)."""
 
     def run(model, *arrays, chunk=None, super_chunk=None):
-        def block(model, *xs):
-            return matrices(model, run_blocks(vectors, model, xs, chunk))
+        def block(*xs):
+            vecs = blocked(lambda *ys: vectors(model, *ys), xs,
+                           CHUNK if chunk is None else chunk, batch_first=True)
+            return matrices(model, vecs)
 
-        return run_blocks(block, model, arrays, SUPER if super_chunk is None else super_chunk)
+        return blocked(block, arrays, SUPER if super_chunk is None else super_chunk,
+                       batch_first=True)
 
     return run
 

@@ -22,8 +22,12 @@ from jax.custom_batching import custom_vmap
 CHUNK = 128
 
 
-def blocked(fn, arrays, chunk=None):
-    """Apply ``fn`` to batch-trailing ``arrays`` (``(..., N)``) in blocks of ``chunk``."""
+def blocked(fn, arrays, chunk=None, *, batch_first=False):
+    """Apply ``fn`` to batch-trailing ``arrays`` (``(..., N)``) in blocks of ``chunk``.
+
+    ``fn`` returns a pytree of arrays with the batch as their last axis, or as their
+    first with ``batch_first=True``; the blocks' outputs are joined along that axis.
+    """
     chunk = CHUNK if chunk is None else chunk
     N = arrays[0].shape[-1]
     if N <= chunk:
@@ -41,6 +45,8 @@ def blocked(fn, arrays, chunk=None):
     out = jax.lax.map(lambda xs: fn(*xs), tuple(split(x) for x in arrays))
 
     def merge(o):
+        if batch_first:
+            return o.reshape((nblk * chunk,) + o.shape[2:])[:N]
         o = jnp.moveaxis(o, 0, -2)
         return o.reshape(o.shape[:-2] + (nblk * chunk,))[..., :N]
 

@@ -360,6 +360,17 @@ def test_vmap_over_states_equals_loop(small):
         single = FDD(small, *states[k][:2], states[k][3], states[k][4])
         for a, b, name in zip(out, single, ("dq", "dqd", "dtau")):
             assert_allclose(a[k], b, rtol=1e-12, name=f"vmap dqdd_{name}, state {k}")
+    # both levels of blocking, each with a padded last block: 37 states in super-blocks
+    # of 12 (the matrices), each in blocks of 5 (the per-node recursions)
+    from jaxrbd._derivatives import fd_derivatives_batched
+
+    def small_blocks(Q, QD, TAU, F):
+        return fd_derivatives_batched(small, Q.T, QD.T, TAU.T, jnp.moveaxis(F, 0, -1),
+                                      chunk=5, super_chunk=12)
+
+    for a, b, name in zip(jax.jit(small_blocks)(Q, QD, TAU, F), out, ("dq", "dqd", "dtau")):
+        assert a.shape == b.shape, (name, a.shape, b.shape)
+        assert_allclose(a, b, rtol=1e-12, name=f"blocks of 5 in 12, dqdd_{name}")
 
 
 def test_vmap_over_models_and_batched(small):
