@@ -29,6 +29,10 @@ from ._vmap import native_vmap
 
 __all__ = ["forward_dynamics", "aba_batched", "minv_times", "minv_times_batched"]
 
+#: Nodes per step of the articulated-body passes on batches under ``traversal="auto"``
+#: (see `jaxrbd._common.sched`).
+ABA_WIDTH = 2
+
 
 def _project(A, Bk, C, Si, pi, taui):
     """``U = IA S``, ``D = S^T U``, ``u = tau - S^T pA`` and ``IA - U U^T / D``."""
@@ -135,7 +139,7 @@ def velocity_pass(model, q, qd, f_ext=None):
     subspaces, node inertias, velocity-product accelerations ``c = v x vJ + cJ`` and
     bias forces ``pA = v x* Ic v - f_ext`` of every node.
     """
-    s = sched(model, q.shape[-1])
+    s = sched(model, q.shape[-1], batch_width=ABA_WIDTH)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
     v, X0 = velocities(s, E, r, vJ, with_X0=f_ext is not None)
@@ -205,7 +209,7 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
 
 def minv_times_batched(model, q, tau):
     """``H(q)^-1 tau`` on the batch-trailing layout; ``tau (nv, K)`` broadcasts against ``q (nq, B)``."""
-    s = sched(model, max(q.shape[-1], tau.shape[-1]))
+    s = sched(model, max(q.shape[-1], tau.shape[-1]), batch_width=ABA_WIDTH)
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)
     _, (U, Dinv) = _inertia_pass(s, E, r, S, Ic)

@@ -59,12 +59,20 @@ def check_state(model, **arrays):
 # ---------------------------------------------------------------- per-node terms
 
 
-def sched(model, B: int = 1) -> Schedule:
-    """The traversal schedule; ``"auto"`` is level by level for one state (fewest
-    sequential steps) and body by body for batches (no padding, in-place updates)."""
+def sched(model, B: int = 1, batch_width: int = 1) -> Schedule:
+    """The traversal schedule. ``"auto"`` is level by level for one state (fewest
+    sequential steps) and, for batches, ``batch_width`` nodes of one level per step:
+    body by body (``1``: no padding, in-place updates) for most passes, two per step
+    for the articulated-body passes, whose heavier steps gain more from fewer of them
+    (4096 states, 2-core VM: talos forward dynamics 30.6 us per sample with two nodes
+    per step, 42.9 body by body, 37.0 with three, ~50 whole levels; solo12 14.9 vs
+    18.3; inverse dynamics and the CRBA are fastest body by body)."""
     traversal = model.traversal
     if traversal == "auto":
-        traversal = "level" if B == 1 else "body"
+        if B == 1:
+            traversal = "level"
+        else:
+            traversal = "body" if batch_width == 1 else f"level{batch_width}"
     return schedule(model.node_parent, traversal)
 
 

@@ -3,7 +3,9 @@
 A *schedule* is a list of steps, each a fixed-width row of node indices whose
 parents were all handled by earlier steps. ``traversal="body"`` has one node per
 step (a plain topological order); ``traversal="level"`` puts every node of one tree
-depth in one step, vectorised. Rows are padded to the width with *scratch* node
+depth in one step, vectorised; ``"level<k>"`` (e.g. ``"level2"``) splits each level
+into steps of at most ``k`` nodes (fewer steps than ``"body"``, less padding than
+``"level"``). Rows are padded to the width with *scratch* node
 indices ``nnodes, nnodes + 1, ...`` (one per slot, so writes never collide); the
 per-node buffers carry those extra rows, filled with harmless values.
 
@@ -46,10 +48,15 @@ class Schedule:
         self.n = n
         self.depth = depth
         self.max_depth = int(depth.max()) if n > 1 else 0
-        if traversal == "level":
+        if traversal.startswith("level"):
             groups = [np.flatnonzero(depth == d) for d in range(1, self.max_depth + 1)]
-        else:
+            if traversal != "level":  # "level<k>": levels split into steps of <= k nodes
+                cap = int(traversal[5:])
+                groups = [g[i : i + cap] for g in groups for i in range(0, len(g), cap)]
+        elif traversal == "body":
             groups = [np.array([i]) for i in range(1, n)]
+        else:
+            raise ValueError(f"traversal {traversal!r}, expected 'level', 'level<k>' or 'body'")
         self.width = max((len(g) for g in groups), default=1)
         W = self.width
         #: padded buffer size: real nodes + one scratch row per slot

@@ -128,6 +128,32 @@ def state(tree):
     return _state(tree, 7)
 
 
+@pytest.mark.parametrize("traversal", ["level", "level2", "level3", "body"])
+def test_schedules_are_topological(zoo, traversal):
+    """Every schedule visits each node once, after its parent, with distinct scratch
+    slots in the padding; ``"level<k>"`` (the articulated-body passes on batches use
+    ``"level2"``) has at most ``k`` nodes per step."""
+    from jaxrbd._tree import schedule
+
+    for name in ("all_kinds", "humanoid"):
+        parent = zoo[name].node_parent
+        n, s = len(parent), schedule(parent, traversal)
+        done = {0}
+        for row, prow in zip(s.steps.tolist(), s.step_parent.tolist()):
+            real = [i for i in row if i < n]
+            assert real, f"{name}: an empty step in {traversal}"
+            assert len(set(row)) == len(row) and all(i < s.nbuf for i in row)
+            for i, p in zip(row, prow):
+                if i < n:
+                    assert p == parent[i] and p in done, (name, traversal, i)
+            done.update(real)
+        assert done == set(range(n)) and sum(i < n for i in s.steps.ravel()) == n - 1
+        if traversal != "level" and traversal.startswith("level"):
+            assert s.width <= int(traversal[5:])
+    with pytest.raises(ValueError, match="traversal"):
+        schedule(parent, "diagonal")
+
+
 @pytest.mark.parametrize("name", ["all_kinds", "humanoid"])
 def test_body_traversal_equals_level_traversal(jitted, zoo, name):
     """The body-by-body schedule and the level-by-level schedule (wide levels on these
