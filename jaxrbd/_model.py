@@ -186,7 +186,8 @@ class Model(eqx.Module):
 
     def with_traversal(self, traversal: str) -> Model:
         """The same model recursing ``"level"`` by level, ``"body"`` by body, or ``"auto"``
-        (default: level by level for a single state, body by body for a batch)."""
+        (default: level by level for a single state; for a batch, body by body, except
+        two nodes of a level per step in the articulated-body passes)."""
         import dataclasses
 
         return dataclasses.replace(self, traversal=traversal)
