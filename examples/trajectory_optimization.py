@@ -61,7 +61,7 @@ def augmented_lagrangian(objective, constraints, z0, *, outer, inner, rho0, grow
     with ``lam`` and ``rho`` as arguments: it compiles once for the whole solve, and the
     loops run in Python. ``report(z)`` (optional: a dict of arrays) is evaluated with the
     objective and the constraints after every outer iteration, in the same jitted function
-    (one compile less); the last one is returned.
+    (one compile less); the one at the returned ``z`` is returned.
     Returns ``(z, history, extra)``: ``history`` a list of dicts (cumulative L-BFGS
     iteration, objective, defect = |c|, rho, the Lagrangian values of the inner steps).
     """
@@ -91,7 +91,7 @@ def augmented_lagrangian(objective, constraints, z0, *, outer, inner, rho0, grow
         return objective(z), jnp.linalg.norm(c), c, report(z) if report is not None else {}
 
     t0 = time.perf_counter()
-    f0, d0, c0, _ = jax.block_until_ready(measure(z0))
+    f0, d0, c0, extra = jax.block_until_ready(measure(z0))
     lam, rho = jnp.zeros_like(c0), jnp.asarray(rho0, c0.dtype)
     step = lbfgs_step.lower(z0, solver.init(z0), lam, rho).compile()
     compile_s = time.perf_counter() - t0
@@ -122,8 +122,6 @@ def augmented_lagrangian(objective, constraints, z0, *, outer, inner, rho0, grow
             rho = jnp.minimum(rho * growth, rho_max)
         previous = float(d)
     run_s = time.perf_counter() - t0
-    if outer == 0:
-        extra = measure(z)[3]
     print(f"{name}: solved in {run_s:.1f} s ({its} L-BFGS iterations)")
     return z, history, {"compile_s": compile_s, "run_s": run_s, **extra}
 

@@ -7,7 +7,6 @@ All outputs are in world coordinates; momenta are spatial forces ``[angular; lin
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 

@@ -19,7 +19,6 @@ give unconstrained coordinates.
 
 from __future__ import annotations
 
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp

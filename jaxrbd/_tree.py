@@ -51,7 +51,10 @@ class Schedule:
         if traversal.startswith("level"):
             groups = [np.flatnonzero(depth == d) for d in range(1, self.max_depth + 1)]
             if traversal != "level":  # "level<k>": levels split into steps of <= k nodes
-                cap = int(traversal[5:])
+                cap = traversal[5:]
+                if not cap.isdigit() or int(cap) < 1:
+                    raise ValueError(f"traversal {traversal!r}: 'level<k>' needs an integer k >= 1")
+                cap = int(cap)
                 groups = [g[i : i + cap] for g in groups for i in range(0, len(g), cap)]
         elif traversal == "body":
             groups = [np.array([i]) for i in range(1, n)]

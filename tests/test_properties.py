@@ -150,8 +150,9 @@ def test_schedules_are_topological(zoo, traversal):
         assert done == set(range(n)) and sum(i < n for i in s.steps.ravel()) == n - 1
         if traversal != "level" and traversal.startswith("level"):
             assert s.width <= int(traversal[5:])
-    with pytest.raises(ValueError, match="traversal"):
-        schedule(parent, "diagonal")
+    for bad in ("diagonal", "level0", "levelx"):
+        with pytest.raises(ValueError, match="traversal"):
+            schedule(parent, bad)
 
 
 @pytest.mark.parametrize("name", ["all_kinds", "humanoid"])
