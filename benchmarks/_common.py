@@ -1,6 +1,7 @@
 """Shared helpers for the jaxrbd benchmarks: timing, Pinocchio models, tables, JSON.
 
-Timing follows STYLE.md section 10: `jax.jit`, compile timed separately (lower + compile),
+Timing follows STYLE.md section 10: `jaxrbd.jit` (or `jax.jit` with ``--jit jax``, see
+`add_jit_argument`), compile timed separately (lower + compile),
 a warm-up call, then `jax.block_until_ready(f(*args))` timed and the median of the repeats
 reported. Repeats are adaptive: each measurement gets a wall-clock budget, and calls shorter
 than the block length are grouped so the timer resolution does not matter. Blocks are kept
@@ -32,22 +33,46 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 # --------------------------------------------------------------------------- timing
 
+#: The jit the benchmarks compile with: "jaxrbd" (`jaxrbd.jit`, the recommended one) or
+#: "jax" (plain `jax.jit`, XLA's default options). Set by `use_jit`.
+JIT = "jaxrbd"
+
+
+def add_jit_argument(parser) -> None:
+    parser.add_argument("--jit", choices=("jaxrbd", "jax"), default="jaxrbd",
+                        help="compile with jaxrbd.jit (default: jax.jit plus XLA CPU options "
+                             "that suit jaxrbd) or plain jax.jit")
+
+
+def use_jit(name: str) -> None:
+    global JIT
+    if name not in ("jaxrbd", "jax"):
+        raise ValueError(f"jit {name!r}, expected 'jaxrbd' or 'jax'")
+    JIT = name
+
+
+def jit(f: Callable) -> Callable:
+    """The jit in use (`JIT`) applied to ``f``."""
+    import jax
+
+    import jaxrbd
+
+    return jaxrbd.jit(f) if JIT == "jaxrbd" else jax.jit(f)
+
 
 def compile_jit(f: Callable, *args, repeats: int = 1) -> tuple[Callable, float, float]:
-    """``jax.jit`` of ``f`` compiled for ``args``: ``(jitted, lower_s, compile_s)``.
+    """`jit` (`jaxrbd.jit` or ``jax.jit``) of ``f`` compiled for ``args``: ``(jitted, lower_s, compile_s)``.
 
     ``compile_s`` is the whole cost a user waits for before the first call: trace and
     lower plus XLA compile (``jax.jit(f).lower(*args).compile()``); ``lower_s`` is its
     trace + lower part. Each repeat jits a fresh wrapper of ``f``, so JAX's trace and
     compile caches never answer (the median of the repeats is returned). The returned
-    ``jitted`` is the last ``jax.jit`` object; its first call reuses the executable just
+    ``jitted`` is the last jit object; its first call reuses the executable just
     compiled (and its dispatch is faster than ``Compiled.__call__``).
     """
-    import jax
-
     lowers, totals = [], []
     for _ in range(max(1, repeats)):
-        jitted = jax.jit(lambda *a: f(*a))
+        jitted = jit(lambda *a: f(*a))
         t0 = time.perf_counter()
         lowered = jitted.lower(*args)
         t1 = time.perf_counter()
@@ -252,6 +277,8 @@ def machine_metadata() -> dict[str, Any]:
         "jaxrbd_dirty": bool(dirty) if dirty is not None else None,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "env": {k: os.environ.get(k) for k in ("XLA_FLAGS", "EQX_ON_ERROR", "JAX_ENABLE_X64")},
+        "jit": JIT,
+        "compiler_options": jaxrbd.compiler_options() if JIT == "jaxrbd" else {},
     }
 
 

@@ -5,8 +5,8 @@ soles, each foot a 3-D point contact (`jaxrbd.ConstraintSet.contacts_3d` at the
 ``contact_links`` / ``contact_points`` of the reference data: 12 and 6 rows). For
 every robot and method (``"kkt"``, ``"range_space"``, ``"null_space"``):
 
-- ``single``: ``jax.jit(forward_dynamics_contacts)`` on one state;
-- ``vmap``: ``jax.jit(jax.vmap(forward_dynamics_contacts, in_axes=(None, 0, 0, 0, None)))``
+- ``single``: ``jit(forward_dynamics_contacts)`` on one state;
+- ``vmap``: ``jit(jax.vmap(forward_dynamics_contacts, in_axes=(None, 0, 0, 0, None)))``
   on a batch of states;
 - ``single_checked`` (range_space only): ``check_rank=True``, the opt-in rank check
   (`eqx.error_if`); the default path has no runtime checks.
@@ -32,7 +32,7 @@ Run from the repository root:
     PYTHONPATH=. python benchmarks/bench_contacts.py --quick    # smoke test: solo12, batch 64
     PYTHONPATH=. python benchmarks/bench_contacts.py --robots talos --batches 1,4096
 
-Known problem (jax 0.10.2, CPU): ``jax.jit(jax.vmap(...method="range_space"))`` at
+Known problem (jax 0.10.2, CPU): ``jit(jax.vmap(...method="range_space"))`` at
 batch 1024 deadlocks on its second or third call (all XLA threads idle, the caller
 waiting for the result; batch 256 and the other methods are fine, and neither
 ``OPENBLAS_NUM_THREADS=1`` nor ``--xla_cpu_multi_thread_eigen=false`` helps). Every
@@ -42,6 +42,9 @@ those rows out (listed under ``left_out`` in the JSON).
 
 Writes ``benchmarks/results/contacts.json`` (``--quick``: ``contacts_quick.json``;
 ``--out`` overrides).
+
+``jit`` is `jaxrbd.jit` (jax.jit plus XLA CPU options that suit jaxrbd); ``--jit jax``
+uses plain `jax.jit` and writes ``*_jaxjit.json``.
 """
 
 from __future__ import annotations
@@ -309,7 +312,9 @@ def parse_args(argv=None):
     p.add_argument("--time-limit", type=float, default=None,
                    help="soft wall-clock limit in seconds: rows not started by then are skipped")
     p.add_argument("--out", help="JSON output path")
+    C.add_jit_argument(p)
     a = p.parse_args(argv)
+    C.use_jit(a.jit)
     a.robots = [s.strip() for s in (a.robots or (QUICK["robots"] if a.quick else ",".join(ROBOTS))).split(",") if s.strip()]
     a.methods = [s.strip() for s in a.methods.split(",") if s.strip()]
     for name, allowed, what in ((a.robots, ROBOTS, "robot"), (a.methods, METHODS, "method")):
@@ -329,7 +334,7 @@ def parse_args(argv=None):
     except ValueError:
         p.error(f"--skip expects METHOD:BATCH items, got {a.skip!r}")
     if a.out is None:
-        a.out = C.RESULTS / ("contacts_quick.json" if a.quick else "contacts.json")
+        a.out = C.RESULTS / (("contacts_quick" if a.quick else "contacts") + ("_jaxjit" if a.jit == "jax" else "") + ".json")
     return a
 
 

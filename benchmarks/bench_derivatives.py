@@ -6,8 +6,8 @@ qdd)) against ``computeRNEADerivatives``, per sample, on panda (fixed base), sol
 talos (floating base) from ``tests/data``:
 
 - ``single``: one jitted call on one state;
-- ``vmap``: ``jax.jit(jax.vmap(f, in_axes=(None, 0, 0, 0)))`` on a batch of states;
-- ``batched``: ``jax.jit(jaxrbd.batched.f)`` on a batch (batch-first arrays);
+- ``vmap``: ``jit(jax.vmap(f, in_axes=(None, 0, 0, 0)))`` on a batch of states;
+- ``batched``: ``jit(jaxrbd.batched.f)`` on a batch (batch-first arrays);
 - ``autodiff`` (``--autodiff``): the alternative the analytic code replaces,
   ``jax.vmap`` of ``jax.jacfwd`` through the public dynamics (tangent-space ``q`` via
   ``integrate``), at the smallest batch.
@@ -25,6 +25,9 @@ Run from the repository root:
 
 Writes ``benchmarks/results/derivatives.json`` (``--quick``: ``derivatives_quick.json``,
 ``--float32``: ``derivatives_float32.json``; ``--out`` overrides).
+
+``jit`` is `jaxrbd.jit` (jax.jit plus XLA CPU options that suit jaxrbd); ``--jit jax``
+uses plain `jax.jit` and writes ``*_jaxjit.json``.
 """
 
 from __future__ import annotations
@@ -257,7 +260,9 @@ def main():
     p.add_argument("--pin-budget", type=float, default=None)
     p.add_argument("--time-limit", type=float, default=None, help="skip rows after S seconds")
     p.add_argument("--out", default=None)
+    C.add_jit_argument(p)
     args = p.parse_args()
+    C.use_jit(args.jit)
     quick = QUICK if args.quick else {}
     robots = (args.robots or quick.get("robots") or ",".join(ROBOTS)).split(",")
     for r in robots:
@@ -272,7 +277,7 @@ def main():
     args.budget = args.budget if args.budget is not None else quick.get("budget", 0.4)
     args.pin_budget = args.pin_budget if args.pin_budget is not None else quick.get("pin_budget", 0.3)
     suffix = "_quick" if args.quick else ("_float32" if args.float32 else "")
-    out = Path(args.out) if args.out else C.RESULTS / f"derivatives{suffix}.json"
+    out = Path(args.out) if args.out else C.RESULTS / f"derivatives{suffix}{'_jaxjit' if args.jit == 'jax' else ''}.json"
 
     meta = C.machine_metadata()
     meta.update(dtype="float32" if args.float32 else "float64", options=vars(args) | {"out": str(out)})

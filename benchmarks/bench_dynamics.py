@@ -5,8 +5,8 @@ serial chains of 5 to 100 bodies (``jaxrbd.models.chain``, rebuilt by hand in
 Pinocchio and checked to give the same mass matrix). For every model and function:
 
 - ``single``: one jitted call on one state;
-- ``vmap``: ``jax.jit(jax.vmap(f, in_axes=(None, 0, ...)))`` on a batch of states;
-- ``batched``: ``jax.jit(jaxrbd.batched.f)`` (native batch-trailing layout) on a batch;
+- ``vmap``: ``jit(jax.vmap(f, in_axes=(None, 0, ...)))`` on a batch of states;
+- ``batched``: ``jit(jaxrbd.batched.f)`` (native batch-trailing layout) on a batch;
 
 with the default ``"auto"`` traversal (level by level for one state, body by body for a
 batch), and for talos and the chains also explicit ``"level"`` and ``"body"``
@@ -22,6 +22,9 @@ Run from the repository root:
 
 Writes ``benchmarks/results/dynamics.json`` (``--quick``: ``dynamics_quick.json``,
 ``--float32``: ``dynamics_float32.json``; ``--out`` overrides).
+
+``jit`` is `jaxrbd.jit` (jax.jit plus XLA CPU options that suit jaxrbd); ``--jit jax``
+uses plain `jax.jit` and writes ``*_jaxjit.json``.
 """
 
 from __future__ import annotations
@@ -365,7 +368,9 @@ def parse_args(argv=None):
                    help="soft wall-clock limit in seconds: rows not started by then are "
                         "skipped (and listed)")
     p.add_argument("--out", help="JSON output path")
+    C.add_jit_argument(p)
     a = p.parse_args(argv)
+    C.use_jit(a.jit)
     a.robots = a.robots or (QUICK["robots"] if a.quick else ",".join(ALL_MODELS))
     if a.batches is None:
         a.batches = QUICK["batches"] if a.quick else ",".join(map(str, BATCHES))
@@ -376,7 +381,7 @@ def parse_args(argv=None):
         a.target_compile_repeats = 1 if a.quick else 3
     if a.out is None:
         name = "dynamics" + ("_quick" if a.quick else "") + ("_float32" if a.float32 else "")
-        a.out = C.RESULTS / f"{name}.json"
+        a.out = C.RESULTS / f"{name}{'_jaxjit' if a.jit == 'jax' else ''}.json"
     return a
 
 

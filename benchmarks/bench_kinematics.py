@@ -4,7 +4,7 @@ Models: panda (fixed base), solo12 and talos (floating base) from ``tests/data``
 every model and function:
 
 - ``single``: one jitted call on one state;
-- ``vmap``: ``jax.jit(jax.vmap(f, in_axes=(None, 0)))`` on a batch of configurations;
+- ``vmap``: ``jit(jax.vmap(f, in_axes=(None, 0)))`` on a batch of configurations;
 
 with the model's default traversal (``"auto"``; ``--traversal`` picks another). Functions
 and the Pinocchio calls they are compared with (timed in the same run on one state):
@@ -31,6 +31,9 @@ Run from the repository root:
 
 Writes ``benchmarks/results/kinematics.json`` (``--quick``: ``kinematics_quick.json``;
 ``--out`` overrides).
+
+``jit`` is `jaxrbd.jit` (jax.jit plus XLA CPU options that suit jaxrbd); ``--jit jax``
+uses plain `jax.jit` and writes ``*_jaxjit.json``.
 """
 
 from __future__ import annotations
@@ -415,7 +418,9 @@ def parse_args(argv=None):
                    help="soft wall-clock limit in seconds: rows not started by then are "
                         "skipped (and listed)")
     p.add_argument("--out", help="JSON output path")
+    C.add_jit_argument(p)
     a = p.parse_args(argv)
+    C.use_jit(a.jit)
     a.robots = a.robots or (QUICK["robots"] if a.quick else ",".join(ROBOTS))
     if a.batches is None:
         a.batches = QUICK["batches"] if a.quick else ",".join(map(str, BATCHES))
@@ -423,7 +428,7 @@ def parse_args(argv=None):
     if a.pin_budget is None:
         a.pin_budget = QUICK["pin_budget"] if a.quick else 0.3
     if a.out is None:
-        a.out = C.RESULTS / ("kinematics" + ("_quick" if a.quick else "") + ".json")
+        a.out = C.RESULTS / ("kinematics" + ("_quick" if a.quick else "") + ("_jaxjit" if a.jit == "jax" else "") + ".json")
     return a
 
 

@@ -1,8 +1,8 @@
 """Rollout throughput: simulated steps per second of jaxrbd rollouts vs Pinocchio.
 
-jaxrbd: `jax.jit(jaxrbd.rollout)` for one trajectory (batch 1), and for batches
-`jax.jit(jaxrbd.batched.rollout)` (cache-blocked, sharded over `jax.devices()`) and
-`jax.jit(jax.vmap(jaxrbd.rollout))`. The peer is the same integrator written in a Python
+jaxrbd: `jit(jaxrbd.rollout)` for one trajectory (batch 1), and for batches
+`jit(jaxrbd.batched.rollout)` (cache-blocked, sharded over `jax.devices()`) and
+`jit(jax.vmap(jaxrbd.rollout))`. The peer is the same integrator written in a Python
 loop around Pinocchio's `aba` and `integrate` (one trajectory), timed in the same run.
 Throughput is ``batch * n_steps / median call time``; the number of steps per call
 shrinks with the batch (at most ``--sample-steps`` sample-steps and ~0.3 GB of returned
@@ -11,6 +11,9 @@ trajectories per call).
 Usage (from the repository root):
     PYTHONPATH=. python benchmarks/bench_rollout.py --quick
     PYTHONPATH=. python benchmarks/bench_rollout.py --robots talos --batches 1,1024,16384
+
+``jit`` is `jaxrbd.jit` (jax.jit plus XLA CPU options that suit jaxrbd); ``--jit jax``
+uses plain `jax.jit` and writes ``*_jaxjit.json``.
 """
 
 from __future__ import annotations
@@ -269,7 +272,9 @@ def parse_args(argv=None):
     p.add_argument("--pin-budget", type=float, default=None,
                    help="seconds of timing per Pinocchio row (default 0.5, --quick 0.2)")
     p.add_argument("--out", help="JSON output path")
+    C.add_jit_argument(p)
     a = p.parse_args(argv)
+    C.use_jit(a.jit)
     a.robots = a.robots or (QUICK["robots"] if a.quick else ",".join(MODELS))
     if a.batches is None:
         a.batches = QUICK["batches"] if a.quick else ",".join(map(str, BATCHES))
@@ -282,7 +287,7 @@ def parse_args(argv=None):
         a.pin_budget = QUICK["pin_budget"] if a.quick else 0.5
     if a.out is None:
         name = "rollout" + ("_quick" if a.quick else "") + ("_float32" if a.float32 else "")
-        a.out = C.RESULTS / f"{name}.json"
+        a.out = C.RESULTS / f"{name}{'_jaxjit' if a.jit == 'jax' else ''}.json"
     return a
 
 

@@ -96,8 +96,8 @@ def statistics(model, QS, QDS, dt):
 
 def ballistic_error(model, Q0, QD0, QS, T):
     """Max over samples of |c(T) - (c0 + v0 T + g T^2 / 2)| [m] (no contacts: exact)."""
-    com = jax.jit(jax.vmap(lambda q: jaxrbd.center_of_mass(model, q)))
-    vcom = jax.jit(jax.vmap(lambda q, qd: jaxrbd.center_of_mass_velocity(model, q, qd)))
+    com = jaxrbd.jit(jax.vmap(lambda q: jaxrbd.center_of_mass(model, q)))
+    vcom = jaxrbd.jit(jax.vmap(lambda q, qd: jaxrbd.center_of_mass_velocity(model, q, qd)))
     c0, v0, c1 = com(Q0), vcom(Q0, QD0), com(QS[:, -1])
     predicted = c0 + T * v0 + 0.5 * T**2 * model.gravity[None, :]
     return float(jnp.abs(c1 - predicted).max())
@@ -144,7 +144,7 @@ def main(argv=None) -> dict:
           f"(Kp = {KP}, Kd = {KD}) towards the nominal pose")
     Q0, QD0 = initial_states(model, batch, args.seed)
     policy = pd_policy(model)
-    run = jax.jit(lambda Q0, QD0: jaxrbd.batched.rollout(
+    run = jaxrbd.jit(lambda Q0, QD0: jaxrbd.batched.rollout(
         model, Q0, QD0, None, dt, n_steps=n_steps, policy=policy))
 
     t0 = time.perf_counter()

@@ -100,7 +100,7 @@ def simulate(model, duration: float, h: float = 1e-3, rate: float = 100.0):
     n = round(duration / h)
     q0 = ref(0.0)  # start at the motor positions, at rest
     # the drives' torques depend on time (the motor motion): the policy form passes t
-    qs, qds = jax.jit(
+    qs, qds = jaxrbd.jit(
         lambda q0: jaxrbd.rollout(model, q0, jnp.zeros(4), None, h, n_steps=n,
                                   policy=lambda t, q, qd: drive(model, q, qd, t))
     )(q0)
@@ -112,7 +112,7 @@ def simulate(model, duration: float, h: float = 1e-3, rate: float = 100.0):
     return t, q, qd, qdd
 
 
-@jax.jit
+@jaxrbd.jit
 def _accelerations(model, p, ref, t, q, qd):
     def one(t, q, qd):
         tau = drives(p, ref)(model, q, qd, t)

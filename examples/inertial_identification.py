@@ -52,14 +52,14 @@ def excitation(model, n_samples: int, duration: float, seed: int):
     return jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
 
 
-@jax.jit
+@jaxrbd.jit
 def regressors(model, q, qd, qdd):
     """Stacked regressor (N nv, nbodies 10)."""
     Y = jax.vmap(lambda *x: jaxrbd.inverse_dynamics_regressor(model, *x))(q, qd, qdd)
     return Y.reshape(-1, Y.shape[-1])
 
 
-@jax.jit
+@jaxrbd.jit
 def torques(model, q, qd, qdd):
     return jax.vmap(lambda *x: jaxrbd.inverse_dynamics(model, *x))(q, qd, qdd)
 
@@ -116,7 +116,7 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     opt = optax.adam(1e-2)
 
-    @jax.jit
+    @jaxrbd.jit
     def adam_run(theta):
         def body(carry, _):
             theta, state = carry
@@ -130,7 +130,7 @@ def main(argv=None) -> dict:
     theta, hist = adam_run(theta0)
     lbfgs = optax.lbfgs()
 
-    @jax.jit
+    @jaxrbd.jit
     def lbfgs_run(theta):
         vg = optax.value_and_grad_from_state(loss)
 

@@ -76,7 +76,7 @@ def augmented_lagrangian(objective, constraints, z0, *, outer, inner, rho0, grow
         c = constraints(z)
         return objective(z) + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
 
-    @jax.jit
+    @jaxrbd.jit
     def lbfgs_step(z, state, lam, rho):
         def fn(z):
             return lagrangian(z, lam, rho)
@@ -85,7 +85,7 @@ def augmented_lagrangian(objective, constraints, z0, *, outer, inner, rho0, grow
         updates, state = solver.update(grad, state, z, value=value, grad=grad, value_fn=fn)
         return optax.apply_updates(z, updates), state, value, optax.tree.norm(grad)
 
-    @jax.jit
+    @jaxrbd.jit
     def measure(z):
         c = constraints(z)
         return objective(z), jnp.linalg.norm(c), c, report(z) if report is not None else {}
@@ -259,7 +259,7 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
     q_rest = jnp.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
     hand, tip = "panda_hand", jnp.array([0.0, 0.0, 0.1034])
     # one jitted call for the set-up numbers (un-jitted, every operation compiles alone)
-    p_rest, g_rest = jax.jit(lambda q: (jaxrbd.point_position(model, q, hand, tip),
+    p_rest, g_rest = jaxrbd.jit(lambda q: (jaxrbd.point_position(model, q, hand, tip),
                                         jaxrbd.gravity_forces(model, q)))(q_rest)
     target = p_rest + jnp.array([0.15, 0.2, -0.1])
     T = 1.0
@@ -286,7 +286,7 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
         return jaxrbd.point_position(model, q_end, hand, tip) - target
 
     c0 = jnp.zeros((K, model.nv))
-    outer, inner = (5, 60) if quick else (8, 150)
+    outer, inner = (6, 60) if quick else (8, 150)
 
     def report(c):
         q_end = trajectory(c, 1.0)[0]
@@ -315,7 +315,7 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
     def policy(t, q, qd):
         return feedforward(t + 0.5 * dt) + feedback(t, q, qd)
 
-    @jax.jit
+    @jaxrbd.jit
     def replay(c):
         qs, qds = jaxrbd.rollout(model, q_rest, jnp.zeros(model.nv), None, dt, integrator,
                                  n_steps=steps, policy=policy)

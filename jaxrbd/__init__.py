@@ -17,6 +17,8 @@ from ._configuration import integrate as integrate
 from ._configuration import neutral_configuration as neutral_configuration
 from ._configuration import random_configuration as random_configuration
 from ._crba import mass_matrix as mass_matrix
+from ._jit import compiler_options as compiler_options
+from ._jit import jit as jit
 from ._kinematics import forward_kinematics as forward_kinematics
 from ._model import Model as Model
 from ._rnea import bias_forces as bias_forces

@@ -3,8 +3,9 @@
 These run the algorithms in their native batch-trailing layout (every per-sample
 quantity carries the batch as its last, contiguous axis), which vectorises much
 better on CPU than `jax.vmap` of the single-state functions. Results equal
-`jax.vmap` of the single-state functions. Wrap them in `jax.jit` (compiled once per
-model structure and batch size).
+`jax.vmap` of the single-state functions. Each is compiled once per model structure
+and batch size with `jaxrbd.jit` (XLA's CPU options that suit jaxrbd); called inside
+your own jit, the outer jit's options apply, so make that one a `jaxrbd.jit` too.
 
 Example:
     >>> Q = jnp.zeros((16, model.nq)); Z = jnp.zeros((16, model.nv))
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 from ._aba import aba_batched
 from ._common import _as_float
 from ._crba import crba_batched
+from ._jit import jit as _jit
 from ._rnea import rnea_batched
 from ._vmap import blocked as _blocked
 
@@ -154,7 +156,7 @@ def _mm(model, Q):
     return jnp.moveaxis(_blocked(lambda q: crba_batched(model, q), (q,)), -1, 0)
 
 
-_fd_jit, _id_jit, _mm_jit = jax.jit(_fd), jax.jit(_id), jax.jit(_mm)
+_fd_jit, _id_jit, _mm_jit = _jit(_fd), _jit(_id), _jit(_mm)
 
 
 def forward_dynamics(model, Q, QD, TAU, F_ext=None):
@@ -225,8 +227,8 @@ def _id_param(model, Q, QD, QDD):
     return jax.vmap(lambda q, v, a: one(model, q, v, a))(Q, QD, QDD)
 
 
-_fd_derivs_jit, _id_derivs_jit = jax.jit(_fd_derivs), jax.jit(_id_derivs)
-_fd_param_jit, _id_param_jit = jax.jit(_fd_param), jax.jit(_id_param)
+_fd_derivs_jit, _id_derivs_jit = _jit(_fd_derivs), _jit(_id_derivs)
+_fd_param_jit, _id_param_jit = _jit(_fd_param), _jit(_id_param)
 
 
 def forward_dynamics_derivatives(model, Q, QD, TAU, F_ext=None):
@@ -302,8 +304,8 @@ def _imp(model, Q, QD_minus, constraints, restitution, method, rcond):
     return jax.vmap(lambda q, v: f(model, q, v))(Q, QD_minus)
 
 
-_fdc_jit = jax.jit(_fdc, static_argnames=("method", "check_rank", "rcond"))
-_imp_jit = jax.jit(_imp, static_argnames=("method", "rcond"))
+_fdc_jit = _jit(_fdc, static_argnames=("method", "check_rank", "rcond"))
+_imp_jit = _jit(_imp, static_argnames=("method", "rcond"))
 
 
 def forward_dynamics_contacts(

@@ -1,0 +1,100 @@
+"""`jaxrbd.jit`: jax.jit with jaxrbd's XLA compiler options (same results, options merged)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxrbd
+from jaxrbd import _jit
+
+
+@pytest.fixture(scope="module")
+def humanoid_batch():
+    model = jaxrbd.models.humanoid()
+    keys = jax.random.split(jax.random.key(3), 40)
+    Q = jax.vmap(lambda k: jaxrbd.random_configuration(model, k))(keys)
+    rng = np.random.default_rng(3)
+    QD = jnp.asarray(rng.standard_normal((40, model.nv)))
+    TAU = jnp.asarray(rng.standard_normal((40, model.nv)))
+    return model, Q, QD, TAU
+
+
+def test_options_on_cpu():
+    assert jax.default_backend() == "cpu"
+    assert jaxrbd.compiler_options() == _jit.CPU_COMPILER_OPTIONS
+
+
+def test_same_results_as_jax_jit(humanoid_batch):
+    model, Q, QD, TAU = humanoid_batch
+    fd = jax.vmap(jaxrbd.forward_dynamics, in_axes=(None, 0, 0, 0))
+    ours, plain = jaxrbd.jit(fd)(model, Q, QD, TAU), jax.jit(fd)(model, Q, QD, TAU)
+    np.testing.assert_allclose(ours, plain, rtol=1e-10, atol=1e-10)
+    g = jaxrbd.jit(jax.grad(lambda tau: jnp.sum(jaxrbd.forward_dynamics(model, Q[0], QD[0], tau) ** 2)))
+    g_plain = jax.grad(lambda tau: jnp.sum(jaxrbd.forward_dynamics(model, Q[0], QD[0], tau) ** 2))
+    np.testing.assert_allclose(g(TAU[0]), g_plain(TAU[0]), rtol=1e-9, atol=1e-9)
+
+
+def test_jit_arguments_pass_through(humanoid_batch):
+    model, Q, QD, TAU = humanoid_batch
+
+    @jaxrbd.jit(static_argnames="integrator")
+    def step(q, qd, tau, integrator):
+        return jaxrbd.step(model, q, qd, tau, 1e-3, integrator=integrator)
+
+    a = step(Q[0], QD[0], TAU[0], integrator="rk4")
+    b = jaxrbd.step(model, Q[0], QD[0], TAU[0], 1e-3, integrator="rk4")
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)
+    assert step.__name__ == "step"
+
+
+def test_options_reach_jax_jit(monkeypatch):
+    seen = {}
+    real = jax.jit
+
+    def spy(fun, **kwargs):
+        seen.update(kwargs.get("compiler_options") or {})
+        return real(fun, **kwargs)
+
+    monkeypatch.setattr(_jit.jax, "jit", spy)
+    assert float(jaxrbd.jit(lambda x: 2 * x)(1.0)) == 2.0
+    assert seen == _jit.CPU_COMPILER_OPTIONS  # jaxrbd's options by default
+    seen.clear()
+    f = jaxrbd.jit(lambda x: 2 * x, compiler_options={"xla_cpu_use_fusion_emitters": True})
+    assert float(f(1.0)) == 2.0
+    assert seen == {"xla_cpu_use_fusion_emitters": True}  # the caller's win
+
+
+def test_rejected_options_fall_back(monkeypatch):
+    monkeypatch.setattr(_jit, "CPU_COMPILER_OPTIONS", {"xla_not_an_option": 1})
+    _jit._supported.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="compiling with XLA's defaults"):
+            assert jaxrbd.compiler_options() == {}
+        assert float(jaxrbd.jit(lambda x: x + 1)(1.0)) == 2.0
+    finally:
+        _jit._supported.cache_clear()
+
+
+def test_not_callable():
+    with pytest.raises(TypeError, match="expects a callable"):
+        jaxrbd.jit(3)
+
+
+def test_nested_in_other_traces(humanoid_batch):
+    """Inside jax.jit / vmap / grad a jaxrbd.jit function runs as a plain jit (JAX takes
+    compiler options on the outermost jit only)."""
+    model, Q, QD, TAU = humanoid_batch
+    fd = jaxrbd.jit(jaxrbd.forward_dynamics)
+    want = jax.vmap(jaxrbd.forward_dynamics, in_axes=(None, 0, 0, 0))(model, Q, QD, TAU)
+    np.testing.assert_allclose(jax.jit(jax.vmap(fd, in_axes=(None, 0, 0, 0)))(model, Q, QD, TAU),
+                               want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(jax.vmap(fd, in_axes=(None, 0, 0, 0))(model, Q, QD, TAU),
+                               want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(jaxrbd.jit(lambda *a: jaxrbd.batched.forward_dynamics(*a))(model, Q, QD, TAU),
+                               want, rtol=1e-10, atol=1e-10)
+    g = jax.grad(lambda tau: jnp.sum(fd(model, Q[0], QD[0], tau)))(TAU[0])
+    assert g.shape == (model.nv,) and bool(jnp.all(jnp.isfinite(g)))
