@@ -100,7 +100,7 @@ def simulate(model, duration: float, h: float = 1e-3, rate: float = 100.0):
     n = round(duration / h)
     q0 = ref(0.0)  # start at the motor positions, at rest
     # the drives' torques depend on time (the motor motion): the policy form passes t
-    qs, qds = jaxrbd.jit(
+    qs, qds = jax.jit(  # one trajectory: plain jax.jit runs it faster (see jaxrbd.jit)
         lambda q0: jaxrbd.rollout(model, q0, jnp.zeros(4), None, h, n_steps=n,
                                   policy=lambda t, q, qd: drive(model, q, qd, t))
     )(q0)

@@ -82,7 +82,7 @@ def freudenstein(q):
     return K1 * jnp.cos(t4) - K2 * jnp.cos(t2) + K3 - jnp.cos(t2 - t4)
 
 
-@jaxrbd.jit
+@jax.jit
 def _assemble(model, cs, q_guess, qd_guess):
     keep_crank = jnp.array([1e6, 1.0, 1.0])  # a large weight keeps the crank coordinate
     q0, ok_q = jaxrbd.assemble_q(model, q_guess, cs, weights=keep_crank)
@@ -99,7 +99,7 @@ def initial_state(model, cs, crank_speed: float):
     return q0, qd0
 
 
-@functools.partial(jaxrbd.jit, static_argnames="n_steps")
+@functools.partial(jax.jit, static_argnames="n_steps")
 def simulate(model, cs, q0, qd0, dt, n_steps):
     """RK4 rollout of the constrained dynamics, and the residuals and energy along it."""
     def dynamics(m, q, qd, tau):

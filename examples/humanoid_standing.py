@@ -70,7 +70,7 @@ def sole_contacts() -> jaxrbd.ConstraintSet:
     return jaxrbd.ConstraintSet.contacts_3d(items, baumgarte=BAUMGARTE)
 
 
-@jaxrbd.jit
+@jax.jit
 def prepare(model, q, cs):
     """Lift the pelvis so that the soles lie on the floor z = 0, anchor the contacts
     there, and solve the contact-consistent inverse dynamics at rest.
@@ -89,7 +89,7 @@ def prepare(model, q, cs):
     return q, cs, tau.at[:6].set(0.0), lam, G, jnp.max(jnp.abs(tau[:6]))
 
 
-@functools.partial(jaxrbd.jit, static_argnames=("n_steps", "every"))
+@functools.partial(jax.jit, static_argnames=("n_steps", "every"))
 def simulate(model, cs, q0, tau, dt, n_steps, every):
     """RK4 rollout from rest under constant torques; every ``every`` steps the contact
     forces and residuals, and at the start ``(qdd, lam)`` of all three methods."""

@@ -79,7 +79,7 @@ def slider_closed_form(theta, omega):
     return x, xd
 
 
-@jaxrbd.jit
+@jax.jit
 def _assemble(model, cs, q_guess, qd_guess):
     keep_crank = jnp.array([1e6, 1.0, 1.0])  # a large weight keeps the crank coordinate
     q0, ok_q = jaxrbd.assemble_q(model, q_guess, cs, weights=keep_crank)
@@ -96,7 +96,7 @@ def initial_state(model, cs, crank_speed: float):
     return q0, qd0
 
 
-@functools.partial(jaxrbd.jit, static_argnames="n_steps")
+@functools.partial(jax.jit, static_argnames="n_steps")
 def simulate(model, cs, q0, qd0, dt, n_steps):
     """RK4 rollout of the constrained dynamics, and the residuals and energy along it."""
     def dynamics(m, q, qd, tau):

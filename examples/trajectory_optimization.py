@@ -259,7 +259,7 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
     q_rest = jnp.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
     hand, tip = "panda_hand", jnp.array([0.0, 0.0, 0.1034])
     # one jitted call for the set-up numbers (un-jitted, every operation compiles alone)
-    p_rest, g_rest = jaxrbd.jit(lambda q: (jaxrbd.point_position(model, q, hand, tip),
+    p_rest, g_rest = jax.jit(lambda q: (jaxrbd.point_position(model, q, hand, tip),
                                         jaxrbd.gravity_forces(model, q)))(q_rest)
     target = p_rest + jnp.array([0.15, 0.2, -0.1])
     T = 1.0
@@ -315,7 +315,7 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
     def policy(t, q, qd):
         return feedforward(t + 0.5 * dt) + feedback(t, q, qd)
 
-    @jaxrbd.jit
+    @jax.jit  # one trajectory: plain jax.jit runs it faster (see jaxrbd.jit)
     def replay(c):
         qs, qds = jaxrbd.rollout(model, q_rest, jnp.zeros(model.nv), None, dt, integrator,
                                  n_steps=steps, policy=policy)
