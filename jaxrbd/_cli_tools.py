@@ -94,7 +94,7 @@ def bench(
         Q = jax.vmap(lambda k: jaxrbd.random_configuration(model, k))(keys)
         V = jax.random.uniform(key, (n, model.nv), model.dtype, -1, 1)
         for name, f in fns.items():
-            g = jaxrbd.jit(f) if n == 1 else jaxrbd.jit(jax.vmap(f))
+            g = jax.jit(f) if n == 1 else jaxrbd.jit(jax.vmap(f))  # jaxrbd.jit for batches
             args = (Q[0], V[0], V[0]) if n == 1 else (Q, V, V)
             compile_s, run_s = _time(g, args, repeats)
             per = run_s / n * 1e6
