@@ -13,15 +13,15 @@ gave:
 | vmapped ``forward_dynamics``, 4096 states | 2.02 -> 1.16 s | 30.5 -> 18.6 us per state |
 | vmapped ``mass_matrix``, 4096 states | 1.26 -> 0.75 s | 33.9 -> 24.1 us per state |
 | vmapped RK4 ``rollout``, 256 x 20 steps | 4.31 -> 2.26 s | 93 -> 68 us per state-step |
-| one RK4 ``rollout`` of 200 steps | 2.59 -> 1.65 s | 257 -> 318 us per step (another state: 252 -> 861) |
+| one RK4 ``rollout`` of 200 steps | 2.59 -> 1.65 s | 257 -> 318 (or 252 -> 861) us per step |
 | ``jax.grad`` of a 50-step panda rollout | 11.2 -> 8.1 s | 39 -> 34 ms |
 
 Compilation is faster everywhere and batched work runs faster; single-state programs
-vary, and one long trajectory runs 1.2-3.4x slower: compile those with plain `jax.jit`. Results agree to rounding (the kernels are the same
-arithmetic, generated differently). The options are per computation: they leave the
-rest of a program alone, and they only take effect on the *outermost* jit (a
-`jaxrbd.jit` function called inside a plain `jax.jit` is compiled with the outer
-function's options).
+vary, and one long trajectory runs 1.2-3.4x slower: compile those with plain `jax.jit`.
+Results agree to rounding (the kernels are the same arithmetic, generated differently).
+The options are per computation: they leave the rest of a program alone, and they only
+take effect on the *outermost* jit (a `jaxrbd.jit` function called inside a plain
+`jax.jit` is compiled with the outer function's options).
 """
 
 from __future__ import annotations

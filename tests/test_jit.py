@@ -32,8 +32,10 @@ def test_same_results_as_jax_jit(humanoid_batch):
     fd = jax.vmap(jaxrbd.forward_dynamics, in_axes=(None, 0, 0, 0))
     ours, plain = jaxrbd.jit(fd)(model, Q, QD, TAU), jax.jit(fd)(model, Q, QD, TAU)
     np.testing.assert_allclose(ours, plain, rtol=1e-10, atol=1e-10)
-    g = jaxrbd.jit(jax.grad(lambda tau: jnp.sum(jaxrbd.forward_dynamics(model, Q[0], QD[0], tau) ** 2)))
-    g_plain = jax.grad(lambda tau: jnp.sum(jaxrbd.forward_dynamics(model, Q[0], QD[0], tau) ** 2))
+    def loss(tau):
+        return jnp.sum(jaxrbd.forward_dynamics(model, Q[0], QD[0], tau) ** 2)
+
+    g, g_plain = jaxrbd.jit(jax.grad(loss)), jax.grad(loss)
     np.testing.assert_allclose(g(TAU[0]), g_plain(TAU[0]), rtol=1e-9, atol=1e-9)
 
 
@@ -94,7 +96,7 @@ def test_nested_in_other_traces(humanoid_batch):
                                want, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(jax.vmap(fd, in_axes=(None, 0, 0, 0))(model, Q, QD, TAU),
                                want, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(jaxrbd.jit(lambda *a: jaxrbd.batched.forward_dynamics(*a))(model, Q, QD, TAU),
-                               want, rtol=1e-10, atol=1e-10)
+    around_batched = jaxrbd.jit(lambda *a: jaxrbd.batched.forward_dynamics(*a))
+    np.testing.assert_allclose(around_batched(model, Q, QD, TAU), want, rtol=1e-10, atol=1e-10)
     g = jax.grad(lambda tau: jnp.sum(fd(model, Q[0], QD[0], tau)))(TAU[0])
     assert g.shape == (model.nv,) and bool(jnp.all(jnp.isfinite(g)))
