@@ -51,6 +51,11 @@ def use_jit(name: str) -> None:
     JIT = name
 
 
+def jit_suffix() -> str:
+    """``"_jaxjit"`` for results compiled with plain `jax.jit` (default JSON names)."""
+    return "_jaxjit" if JIT == "jax" else ""
+
+
 def jit(f: Callable) -> Callable:
     """The jit in use (`JIT`) applied to ``f``."""
     import jax

@@ -334,7 +334,7 @@ def parse_args(argv=None):
     except ValueError:
         p.error(f"--skip expects METHOD:BATCH items, got {a.skip!r}")
     if a.out is None:
-        a.out = C.RESULTS / (("contacts_quick" if a.quick else "contacts") + ("_jaxjit" if a.jit == "jax" else "") + ".json")
+        a.out = C.RESULTS / (("contacts_quick" if a.quick else "contacts") + C.jit_suffix() + ".json")
     return a
 
 

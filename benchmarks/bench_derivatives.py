@@ -277,7 +277,7 @@ def main():
     args.budget = args.budget if args.budget is not None else quick.get("budget", 0.4)
     args.pin_budget = args.pin_budget if args.pin_budget is not None else quick.get("pin_budget", 0.3)
     suffix = "_quick" if args.quick else ("_float32" if args.float32 else "")
-    out = Path(args.out) if args.out else C.RESULTS / f"derivatives{suffix}{'_jaxjit' if args.jit == 'jax' else ''}.json"
+    out = Path(args.out) if args.out else C.RESULTS / f"derivatives{suffix}{C.jit_suffix()}.json"
 
     meta = C.machine_metadata()
     meta.update(dtype="float32" if args.float32 else "float64", options=vars(args) | {"out": str(out)})

@@ -381,7 +381,7 @@ def parse_args(argv=None):
         a.target_compile_repeats = 1 if a.quick else 3
     if a.out is None:
         name = "dynamics" + ("_quick" if a.quick else "") + ("_float32" if a.float32 else "")
-        a.out = C.RESULTS / f"{name}{'_jaxjit' if a.jit == 'jax' else ''}.json"
+        a.out = C.RESULTS / f"{name}{C.jit_suffix()}.json"
     return a
 
 

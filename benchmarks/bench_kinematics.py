@@ -428,7 +428,7 @@ def parse_args(argv=None):
     if a.pin_budget is None:
         a.pin_budget = QUICK["pin_budget"] if a.quick else 0.3
     if a.out is None:
-        a.out = C.RESULTS / ("kinematics" + ("_quick" if a.quick else "") + ("_jaxjit" if a.jit == "jax" else "") + ".json")
+        a.out = C.RESULTS / ("kinematics" + ("_quick" if a.quick else "") + C.jit_suffix() + ".json")
     return a
 
 

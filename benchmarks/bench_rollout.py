@@ -287,7 +287,7 @@ def parse_args(argv=None):
         a.pin_budget = QUICK["pin_budget"] if a.quick else 0.5
     if a.out is None:
         name = "rollout" + ("_quick" if a.quick else "") + ("_float32" if a.float32 else "")
-        a.out = C.RESULTS / f"{name}{'_jaxjit' if a.jit == 'jax' else ''}.json"
+        a.out = C.RESULTS / f"{name}{C.jit_suffix()}.json"
     return a
 
 

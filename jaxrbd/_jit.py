@@ -38,7 +38,7 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 
 @functools.cache
-def _supported(backend: str) -> bool:
+def _supported() -> bool:
     """Whether this jax/jaxlib accepts `CPU_COMPILER_OPTIONS` (one tiny compile, once)."""
     try:
         jax.jit(lambda x: x + 1, compiler_options=CPU_COMPILER_OPTIONS).lower(1.0).compile()
@@ -65,7 +65,7 @@ def compiler_options() -> dict:
         >>> f = jax.jit(jaxrbd.mass_matrix, compiler_options=opts)
     """
     backend = jax.default_backend()
-    if backend != "cpu" or not _supported(backend):
+    if backend != "cpu" or not _supported():
         return {}
     return dict(CPU_COMPILER_OPTIONS)
 
@@ -116,16 +116,7 @@ class _Jit:
                 raise
             return self._get_plain()(*args, **kwargs)
 
-    def lower(self, *args, **kwargs):
-        return self._get().lower(*args, **kwargs)
-
-    def trace(self, *args, **kwargs):
-        return self._get().trace(*args, **kwargs)
-
-    def eval_shape(self, *args, **kwargs):
-        return self._get().eval_shape(*args, **kwargs)
-
-    def __getattr__(self, name):  # the rest of the jitted function's API (_cache_size, ...)
+    def __getattr__(self, name):  # the jitted function's API: lower, trace, _cache_size, ...
         if name.startswith("__") or name in ("_fun", "_kwargs", "_jitted", "_plain"):
             raise AttributeError(name)
         return getattr(self._get(), name)
