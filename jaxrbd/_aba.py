@@ -20,6 +20,7 @@ from ._common import (
     pad_E,
     pad_inertia,
     pad_S,
+    root_chain,
     sched,
 )
 from ._jcalc import joint_velocity_terms, node_inertias
@@ -27,7 +28,7 @@ from ._passes import velocities
 from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
 
-__all__ = ["forward_dynamics", "aba_batched", "minv_times", "minv_times_batched"]
+__all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"]
 
 #: Nodes per step of the articulated-body passes on batches under ``traversal="auto"``
 #: (see `jaxrbd._common.sched`).
@@ -52,11 +53,99 @@ def _pack(A, Bk, C, p=None):
 
 
 def _unpack(row):
-    blk = lambda k: row[..., 9 * k : 9 * k + 9, :].reshape(row.shape[:-2] + (3, 3, row.shape[-1]))  # noqa: E731
+    blk = lambda k: row[..., 9 * k : 9 * k + 9, :].reshape(row.shape[:-2] + (3, 3, row.shape[-1]))
     return blk(0), blk(1), blk(2), row[..., 27:, :]
 
 
-def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None):
+def _dense(A, Bk, C):
+    """``[[A, Bk], [Bk^T, C]]`` as one ``(6, 6, B)`` array (from ``(3, 3, B)`` blocks)."""
+    top = jnp.concatenate([A, Bk], axis=1)
+    bottom = jnp.concatenate([al.transpose(Bk), C], axis=1)
+    return jnp.concatenate([top, bottom], axis=0)
+
+
+def _cols(M, x):
+    """``M x`` for ``M (6, 6, B)``, ``x (6, B)``, as explicit sums (fused, no reduce)."""
+    out = M[:, 0] * x[0][None]
+    for i in range(1, 6):
+        out = out + M[:, i] * x[i][None]
+    return out
+
+
+def _root_inertia(buf, k, S, c, tau):
+    """The backward steps of the root joint's nodes ``k..1`` (`root_chain`).
+
+    ``buf`` is the inertia pass's buffer after the scan over the other steps; row ``k``
+    holds the root body's articulated inertia (and bias force). The inner nodes have
+    ``Xup = 1``, so each step is a rank-one update of one dense 6x6 matrix ``IA``
+    (``(6, 6, B)``) with no transform, in a scan of its own: far cheaper than ``k``
+    steps of the generic pass, half of whose width would be padding. Node 1's
+    contribution to the world is not needed.
+
+    Returns ``(U (k, 6, B), Dinv (k, B))``, and ``u (k, B)`` with ``tau``, in node order.
+    """
+    def node(j):
+        A, Bk, C, p = _unpack(buf[j])
+        return _dense(A, Bk, C), p
+
+    M, p = node(k)
+    # the step of node j adds node j-1's own terms (zero for the usual massless nodes)
+    inner = [node(j) for j in range(1, k)]
+    Mi = jnp.stack([jnp.zeros_like(M)] + [x[0] for x in inner])
+    pi = jnp.stack([jnp.zeros_like(p)] + [x[1] for x in inner])
+    have_tau = tau is not None
+    xs = (S[1 : k + 1], Mi, pi) + ((c[1 : k + 1], tau[1 : k + 1]) if have_tau else ())
+
+    def step(carry, x):
+        M, p = carry
+        Sj = x[0]
+        U = _cols(M, Sj)
+        Dinv = 1.0 / al.dot(Sj, U)
+        M = M - U[:, None] * (U * Dinv[None])[None]
+        ys = (U, Dinv)
+        if have_tau:
+            u = x[4] - al.dot(Sj, p)
+            p = p + _cols(M, x[3]) + U * (Dinv * u)[None]
+            ys += (u,)
+        return (M + x[1], p + x[2]), ys
+
+    return jax.lax.scan(step, (M, p), xs, reverse=True)[1]
+
+
+def _root_bias(pA, k, S, U, Dinv, tau):
+    """`_bias_pass`'s steps of the root joint's nodes (see `_root_inertia`): ``u (k, B)``."""
+    B = tau.shape[-1]
+    pi = jnp.concatenate([jnp.zeros_like(pA[:1]), pA[1:k]])  # node j-1's own terms
+    xs = (jnp.broadcast_to(S[1 : k + 1], (k, 6, B)), U, Dinv, tau[1 : k + 1], pi)
+
+    def step(p, x):
+        Sj, Uj, Dj, tj, pj = x
+        u = tj - al.dot(Sj, p)
+        return p + Uj * (Dj * u)[None] + pj, u
+
+    return jax.lax.scan(step, pA[k], xs, reverse=True)[1]
+
+
+def _root_acceleration(k, E, r, S, c, U, Dinv, u, a_world):
+    """`_acceleration_pass`'s steps of the root joint's nodes ``1..k`` (one small scan):
+    returns the root body's acceleration ``a_k (6, B)`` and ``qdd (k, B)``."""
+    a = al.X_motion(E[1], r[1], a_world)
+    B = max(a.shape[-1], u.shape[-1])  # E broadcasts in minv_times
+    a = jnp.broadcast_to(a, (6, B))
+    Sk = jnp.broadcast_to(S[1 : k + 1], (k, 6, B))
+    xs = (Sk, U, Dinv, u) + (() if c is None else (c[1 : k + 1],))
+
+    def step(a, x):
+        Sj, Uj, Dj, uj = x[:4]
+        if c is not None:
+            a = a + x[4]
+        qj = Dj * (uj - al.dot(Uj, a))
+        return a + Sj * qj[None], qj
+
+    return jax.lax.scan(step, a, xs)
+
+
+def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None, root=0):
     """Backward ABA pass. With ``pA`` it also propagates bias forces.
 
     The articulated inertia ``IA = [[A, Bk], [Bk^T, C]]`` and the bias force ``pA`` of
@@ -64,11 +153,12 @@ def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None):
     read-modify-write per step, which XLA updates in place (separate buffers made it
     copy whole buffers every step).
 
-    Returns per-step ``(U, Dinv)`` (and ``u``) stacked as ``(nsteps, W, ...)``.
+    Returns per-step ``(U, Dinv)`` (and ``u``) stacked as ``(nsteps, W, ...)``, and the
+    same for the ``root`` chain's nodes ``1..root`` as ``(root, ...)`` (or None).
     """
     B = E.shape[-1]
     A, Bk, C = al.inertia_blocks(pad_inertia(Ic, s))
-    shape = lambda x: jnp.broadcast_to(x, x.shape[:-1] + (B,))  # noqa: E731
+    shape = lambda x: jnp.broadcast_to(x, x.shape[:-1] + (B,))
     buf = _pack(shape(A), shape(Bk), shape(C), None if pA is None else pad(pA, s))
     xs = (pad_E(E, s), pad(r, s), pad_S(S, s))
     if pA is not None:
@@ -89,12 +179,21 @@ def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None):
             contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
         return add(buf, par, contrib), ys
 
-    return scan_schedule(step, buf, s, xs, reverse=True)
+    buf, ys = scan_schedule(step, buf, s.tail(root), xs, reverse=True)
+    if not root:
+        return ys, None
+    Sb = jnp.broadcast_to(S, S.shape[:-1] + (B,))
+    return ys, _root_inertia(buf, root, Sb, c, tau)
 
 
-def _bias_pass(s, E, r, S, U, Dinv, tau):
-    """Backward pass for ``pA`` only, reusing ``U``, ``D`` (zero velocity, no gravity)."""
+def _bias_pass(s, E, r, S, U, Dinv, tau, root=None):
+    """Backward pass for ``pA`` only, reusing ``U``, ``D`` (zero velocity, no gravity).
+
+    ``root``: the ``(U, Dinv)`` of the root chain (`_root_inertia`), or None. Returns
+    ``u`` per step and ``u`` of the root chain's nodes (or None).
+    """
     B = tau.shape[-1]
+    k = 0 if root is None else root[0].shape[0]
     pA = jnp.zeros((s.nbuf, 6, B), tau.dtype)
     xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(tau, s))
 
@@ -106,13 +205,21 @@ def _bias_pass(s, E, r, S, U, Dinv, tau):
         pa = pi + Ui * (Dinvi * u)[..., None, :]
         return add(pA, par, al.XT_force(Ei, ri, pa)), u
 
-    return scan_schedule(step, pA, s, xs, reverse=True, step_xs=(U, Dinv))
+    pA, u = scan_schedule(step, pA, s.tail(k), xs, reverse=True, step_xs=(U, Dinv))
+    return u, (None if root is None else _root_bias(pA, k, S, *root, tau))
 
 
-def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world):
-    """Forward ABA pass: ``a_i = Xup a_lam + c_i``, ``qdd_i = D^-1 (u - U^T a_i)``."""
+def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world, root=None):
+    """Forward ABA pass: ``a_i = Xup a_lam + c_i``, ``qdd_i = D^-1 (u - U^T a_i)``.
+
+    ``root``: ``(U, Dinv, u)`` of the root chain's nodes (`_root_inertia`), or None.
+    """
     B = max(u.shape[-1], E.shape[-1])
+    k = 0 if root is None else root[0].shape[0]
     a0 = jnp.zeros((s.nbuf, 6, B), u.dtype).at[0].set(jnp.broadcast_to(a_world, (6, B)))
+    if k:
+        a_root, qdd_root = _root_acceleration(k, E, r, S, c, *root, a_world)
+        a0 = a0.at[k].set(jnp.broadcast_to(a_root, (6, B)))
     xs = (pad_E(E, s), pad(r, s), pad_S(S, s)) + (() if c is None else (pad(c, s),))
 
     def step(a, idx, par, x):
@@ -125,10 +232,13 @@ def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world):
         ai = ai + Si * qddi[..., None, :]
         return put(a, idx, ai), qddi
 
-    _, qdd_steps = scan_schedule(step, a0, s, xs, step_xs=(U, Dinv, u))
+    st = s.tail(k)
+    _, qdd_steps = scan_schedule(step, a0, st, xs, step_xs=(U, Dinv, u))
     # scatter the per-step outputs back to node order (static indices)
     flat = qdd_steps.reshape((-1,) + qdd_steps.shape[2:])
-    qdd = jnp.zeros((s.nbuf,) + flat.shape[1:], flat.dtype).at[s.steps.reshape(-1)].set(flat)
+    qdd = jnp.zeros((s.nbuf,) + flat.shape[1:], flat.dtype).at[st.steps.reshape(-1)].set(flat)
+    if k:
+        qdd = qdd.at[1 : k + 1].set(jnp.broadcast_to(qdd_root, (k,) + flat.shape[1:]))
     return qdd[1 : s.n]
 
 
@@ -158,9 +268,10 @@ def aba_batched(model, q, qd, tau, f_ext=None):
     B = q.shape[-1]
     s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
-    _, (U, Dinv, u) = _inertia_pass(s, E, r, S, Ic, c=c, pA=pA, tau=tau_n)
+    k = root_chain(model, s, B)
+    (U, Dinv, u), root = _inertia_pass(s, E, r, S, Ic, c=c, pA=pA, tau=tau_n, root=k)
     a_world = gravity_acceleration(model, B, q.dtype)
-    return _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world)
+    return _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world, root)
 
 
 _aba = native_vmap(lambda m, q, qd, tau: aba_batched(m, q, qd, tau))
@@ -212,11 +323,13 @@ def minv_times_batched(model, q, tau):
     s = sched(model, max(q.shape[-1], tau.shape[-1]), batch_width=ABA_WIDTH)
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)
-    _, (U, Dinv) = _inertia_pass(s, E, r, S, Ic)
+    k = root_chain(model, s, max(q.shape[-1], tau.shape[-1]))
+    (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, root=k)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
-    _, u = _bias_pass(s, E, r, S, U, Dinv, tau_n)
+    u, u_root = _bias_pass(s, E, r, S, U, Dinv, tau_n, root)
     a_world = jnp.zeros((6, 1), tau.dtype)
-    return _acceleration_pass(s, E, r, S, None, U, Dinv, u, a_world)
+    root = None if root is None else root + (u_root,)
+    return _acceleration_pass(s, E, r, S, None, U, Dinv, u, a_world, root)
 
 
 def minv_times(model, q, tau):

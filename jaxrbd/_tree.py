@@ -14,6 +14,7 @@ All tables are numpy (trace-time constants), cached per tree structure.
 
 from __future__ import annotations
 
+import copy
 import functools
 
 import numpy as np
@@ -81,6 +82,14 @@ class Schedule:
             cur = np.where(cur > 0, np.asarray(parent)[np.maximum(cur, 0)], 0)
             anc[d] = np.where(cur > 0, cur, -1)
         self.ancestors = anc  # (max_depth-1, n-1)
+
+    def tail(self, k: int) -> Schedule:
+        """This schedule without its first ``k`` steps (a shallow copy)."""
+        if k == 0:
+            return self
+        t = copy.copy(self)
+        t.steps, t.step_parent = self.steps[k:], self.step_parent[k:]
+        return t
 
 
 @functools.lru_cache(maxsize=256)

@@ -710,3 +710,39 @@ def test_rotating_pendulum_by_hand(jitted):
             atol=1e-15,
             name="C has no velocity term for one revolute joint",
         )
+
+
+_ROOT_KINDS = ("free", "spherical", "euler_zyx", "euler_yxz", "translation_xyz")
+
+
+@pytest.mark.parametrize("root", _ROOT_KINDS)
+def test_batched_root_chain_equals_single_state(root):
+    """On batches the articulated-body passes handle the nodes of a multi-DoF root joint
+    apart (`_common.root_chain`): vmapped forward dynamics (with external forces) and
+    `minv_times` with several right-hand sides equal the single-state passes, which do
+    not, for every multi-DoF root kind; a fixed-base tree and a world with two children
+    keep the plain passes."""
+    from jaxrbd._common import root_chain, sched
+
+    model = random_tree(7, 5, kinds=[root, "revolute", "spherical", "fixed", "planar"],
+                        parents=[0, 1, 1, 2, 3])
+    k = 6 if root == "free" else 3  # nodes of the root joint
+    assert root_chain(model, sched(model, 8, batch_width=2), 8) == k
+    assert root_chain(model, sched(model, 8), 8) == k  # body-by-body schedule too
+    assert root_chain(model, sched(model, 1), 1) == 0  # single states: plain passes
+    fixed_base = random_tree(7, 3, kinds=["revolute", "spherical", "free"], parents=[0, 1, 1])
+    two_roots = random_tree(7, 3, kinds=["free", "free", "revolute"], parents=[0, 0, 1])
+    for m in (fixed_base, two_roots):
+        assert root_chain(m, sched(m, 8, batch_width=2), 8) == 0
+
+    states = [_state(model, 40 + i) for i in range(4)]
+    Q, QD, _, TAU, F = (jnp.stack(x) for x in zip(*states))
+    fd = jax.jit(jax.vmap(jaxrbd.forward_dynamics, in_axes=(None, 0, 0, 0, 0)))
+    one = jax.jit(jaxrbd.forward_dynamics)
+    qdd = fd(model, Q, QD, TAU, F)
+    for i in range(len(states)):
+        expected = one(model, Q[i], QD[i], TAU[i], F[i])
+        assert_allclose(qdd[i], expected, rtol=1e-11, atol=1e-11, name=f"FD {root} [{i}]")
+    H = jax.jit(jaxrbd.mass_matrix)(model, Q[0])
+    X = jax.jit(jaxrbd.minv_times)(model, Q[0], TAU.T)  # 4 right-hand sides
+    assert_allclose(H @ X, TAU.T, rtol=1e-10, atol=1e-10, name=f"minv_times {root}")
