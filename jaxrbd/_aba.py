@@ -57,21 +57,6 @@ def _unpack(row):
     return blk(0), blk(1), blk(2), row[..., 27:, :]
 
 
-def _dense(A, Bk, C):
-    """``[[A, Bk], [Bk^T, C]]`` as one ``(6, 6, B)`` array (from ``(3, 3, B)`` blocks)."""
-    top = jnp.concatenate([A, Bk], axis=1)
-    bottom = jnp.concatenate([al.transpose(Bk), C], axis=1)
-    return jnp.concatenate([top, bottom], axis=0)
-
-
-def _cols(M, x):
-    """``M x`` for ``M (6, 6, B)``, ``x (6, B)``, as explicit sums (fused, no reduce)."""
-    out = M[:, 0] * x[0][None]
-    for i in range(1, 6):
-        out = out + M[:, i] * x[i][None]
-    return out
-
-
 def _root_inertia(buf, k, S, c, tau):
     """The backward steps of the root joint's nodes ``k..1`` (`root_chain`).
 
@@ -86,7 +71,7 @@ def _root_inertia(buf, k, S, c, tau):
     """
     def node(j):
         A, Bk, C, p = _unpack(buf[j])
-        return _dense(A, Bk, C), p
+        return al.blocks_dense(A, Bk, C), p
 
     M, p = node(k)
     # the step of node j adds node j-1's own terms (zero for the usual massless nodes)
@@ -99,13 +84,13 @@ def _root_inertia(buf, k, S, c, tau):
     def step(carry, x):
         M, p = carry
         Sj = x[0]
-        U = _cols(M, Sj)
+        U = al.dense_mul(M, Sj)
         Dinv = 1.0 / al.dot(Sj, U)
         M = M - U[:, None] * (U * Dinv[None])[None]
         ys = (U, Dinv)
         if have_tau:
             u = x[4] - al.dot(Sj, p)
-            p = p + _cols(M, x[3]) + U * (Dinv * u)[None]
+            p = p + al.dense_mul(M, x[3]) + U * (Dinv * u)[None]
             ys += (u,)
         return (M + x[1], p + x[2]), ys
 
@@ -320,10 +305,11 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
 
 def minv_times_batched(model, q, tau):
     """``H(q)^-1 tau`` on the batch-trailing layout; ``tau (nv, K)`` broadcasts against ``q (nq, B)``."""
-    s = sched(model, max(q.shape[-1], tau.shape[-1]), batch_width=ABA_WIDTH)
+    B = max(q.shape[-1], tau.shape[-1])
+    s = sched(model, B, batch_width=ABA_WIDTH)
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)
-    k = root_chain(model, s, max(q.shape[-1], tau.shape[-1]))
+    k = root_chain(model, s, B)
     (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, root=k)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
     u, u_root = _bias_pass(s, E, r, S, U, Dinv, tau_n, root)

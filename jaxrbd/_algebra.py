@@ -194,6 +194,22 @@ def blocks_mul(A, Bk, C, v):
     return join(mv(A, w) + mv(Bk, vv), mtv(Bk, w) + mv(C, vv))
 
 
+def blocks_dense(A, Bk, C):
+    """``[[A, Bk], [Bk^T, C]]`` as one ``(..., 6, 6, B)`` array."""
+    top = jnp.concatenate([A, Bk], axis=-2)
+    bottom = jnp.concatenate([transpose(Bk), C], axis=-2)
+    return jnp.concatenate([top, bottom], axis=-3)
+
+
+def dense_mul(M, v):
+    """``M v`` for a dense ``M (..., 6, 6, B)`` and ``v (..., 6, B)``, as explicit sums
+    (fused with its neighbours, no XLA ``reduce``)."""
+    out = M[..., :, 0, :] * v[..., None, 0, :]
+    for i in range(1, 6):
+        out = out + M[..., :, i, :] * v[..., None, i, :]
+    return out
+
+
 def XT_blocks_X(E, r, A, Bk, C):
     """Congruence ``X^T [[A, Bk], [Bk^T, C]] X`` for ``X = X(E, r)``.
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
-from ._jcalc import joint_transforms, node_Xtree, tables
+from ._jcalc import _MULTI, joint_transforms, node_Xtree, tables
 from ._tree import Schedule, schedule
 
 # ---------------------------------------------------------------- argument checks
@@ -87,8 +87,6 @@ def root_chain(model, s: Schedule, B: int) -> int:
     for about 0.3 s more compile time; one state gains less than its compile costs, so
     single calls keep the plain passes.
     """
-    from ._jcalc import _MULTI
-
     parent = model.node_parent
     if B == 1 or len(parent) < 3 or parent.count(0) != 1:
         return 0

@@ -267,7 +267,4 @@ def _system_inertia(model, q, about):
         cx = al.skew(c)
         IG = al.sym3(tot[4:]) - M[None] * al.mm(cx, al.transpose(cx))
         tot = jnp.concatenate([M, jnp.zeros_like(c), al.unsym3(IG)], axis=0)
-    A, Bk, C = al.inertia_blocks(tot)
-    top = jnp.concatenate([A, Bk], axis=1)
-    bottom = jnp.concatenate([al.transpose(Bk), C], axis=1)
-    return jnp.concatenate([top, bottom], axis=0)
+    return al.blocks_dense(*al.inertia_blocks(tot))
