@@ -1,24 +1,28 @@
 """Dense linear algebra on batches that cannot deadlock XLA:CPU.
 
 jaxlib 0.10's CPU LAPACK kernels (Cholesky, triangular solve, eigh, SVD, ...) split a
-large batch over XLA's intra-op thread pool and block until the pieces finish. Two such
+batch over XLA's intra-op thread pool and block until the pieces finish. Two such
 kernels running at once (independent operations of one program) can occupy every thread
 of the pool while waiting for pieces that never get a thread: the process hangs for
-ever. jaxrbd met it with ~1024 vmapped contact solves on 2 cores; the first call may pass
-and the second hang. A kernel only splits a batch whose ``batch · m · n`` reaches
-`PARALLEL_THRESHOLD` elements, and runs it on the calling thread otherwise.
+ever (seen with gdb: two pool threads in ``jax::ParallelBatchMap`` under
+``lapack_dsyevd_ffi`` and ``lapack_dpotrf_ffi``, each waiting on a ``BlockingCounter``).
+A kernel splits a batch when ``batch · cost`` reaches `PARALLEL_THRESHOLD`, where
+``cost`` is the kernel's own flop estimate for one matrix (read off jaxlib 0.10.2's
+machine code): Cholesky ``n³/3``, triangular solve ``n² k``, eigh ``5 n³``, SVD
+``10 m n min(m, n)``. Below it, and always for a batch of one, it runs on the
+calling thread.
 
 The functions here take ONE matrix (use `jax.vmap` for batches, as with `jnp.linalg`) and
-call the LAPACK kernels on blocks below that size: under `jax.vmap` (nested or not) the
-batch is flattened and cut into blocks run by `lax.map`. On GPU the same blocks cost a
-few extra kernel launches. Derivatives are defined here (forward mode; reverse mode by
-transposition) so that they run through the same blocked kernels.
+call the LAPACK kernels on blocks whose cost, estimated at twice jaxlib's, stays below
+that threshold (one matrix per call for the larger ones): under `jax.vmap` (nested or
+not) the batch is flattened and cut into blocks run by `lax.map`. On GPU the same blocks
+cost a few extra kernel launches. Derivatives are defined here (forward mode; reverse
+mode by transposition) so that they run through the same blocked kernels.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -26,14 +30,24 @@ from jax.custom_batching import custom_vmap
 
 __all__ = ["cho_solve", "cholesky", "eigh", "pinv", "solve_triangular", "svd"]
 
-#: jaxlib 0.10.x splits a LAPACK batch over the thread pool from this many elements
-#: (``batch · rows · cols`` of the largest operand) on; below it, one thread runs it.
+#: jaxlib 0.10.x splits a LAPACK batch over the thread pool when ``batch · cost`` (its
+#: flop estimate per matrix) reaches this; below it, the calling thread runs the batch.
 PARALLEL_THRESHOLD = 200_000
 
+#: Our per-matrix cost estimates are this many times jaxlib's (a margin for its formulas).
+COST_MARGIN = 2
 
-def _blocked_kernel(kernel):
+
+def block_size(cost: int) -> int:
+    """Matrices per LAPACK call for a per-matrix ``cost`` (jaxlib's estimate): the most
+    that stay below `PARALLEL_THRESHOLD` with `COST_MARGIN`, and at least one."""
+    return max(1, (PARALLEL_THRESHOLD - 1) // max(COST_MARGIN * int(cost), 1))
+
+
+def _blocked_kernel(kernel, cost):
     """``run(*xs)``: ``kernel`` (arrays with one leading batch axis; a pytree out) applied to
-    blocks of the batch small enough to run on one thread, under any number of vmaps."""
+    blocks of the batch small enough to run on one thread, under any number of vmaps.
+    ``cost(*shapes)`` is jaxlib's flop estimate for one matrix (shapes without the batch)."""
 
     @custom_vmap
     def on_block(*xs):
@@ -52,8 +66,7 @@ def _blocked_kernel(kernel):
 
     def run(*xs):
         N = xs[0].shape[0]
-        per = max(math.prod(x.shape[1:]) for x in xs)
-        chunk = max(1, (PARALLEL_THRESHOLD - 1) // max(per, 1))
+        chunk = block_size(cost(*(x.shape[1:] for x in xs)))
         if N <= chunk:
             return on_block(*xs)
         nblk = -(-N // chunk)
@@ -80,9 +93,14 @@ def _one(run):
     return f
 
 
-_chol = _one(_blocked_kernel(jnp.linalg.cholesky))
-_eigh = _one(_blocked_kernel(jnp.linalg.eigh))
-_svd = _one(_blocked_kernel(lambda a: jnp.linalg.svd(a, full_matrices=True)))
+# jaxlib 0.10.2's per-matrix cost estimates (see the module docstring)
+_chol = _one(_blocked_kernel(jnp.linalg.cholesky, lambda a: a[0] ** 3 // 3))
+_eigh = _one(_blocked_kernel(jnp.linalg.eigh, lambda a: 5 * a[0] ** 3))
+_svd = _one(
+    _blocked_kernel(
+        lambda a: jnp.linalg.svd(a, full_matrices=True), lambda a: 10 * a[0] * a[1] * min(a)
+    )
+)
 
 
 @functools.cache
@@ -90,7 +108,7 @@ def _trsm(lower, trans):
     def kernel(L, B):
         return jax.lax.linalg.triangular_solve(L, B, left_side=True, lower=lower, transpose_a=trans)
 
-    return _one(_blocked_kernel(kernel))
+    return _one(_blocked_kernel(kernel, lambda L, B: B[0] * B[1] * L[0]))  # rows · cols · lda
 
 
 def _as_cols(B):

@@ -1,10 +1,12 @@
 """`jaxrbd._linalg`: blocked LAPACK calls that cannot deadlock XLA:CPU's thread pool.
 
-jaxlib 0.10's CPU LAPACK kernels split a batch of at least `PARALLEL_THRESHOLD` elements
-over the intra-op pool and block on the pieces; two at once can hang the process (seen
-with 1024 vmapped contact solves). These tests check the values and derivatives of the
-wrappers, that every LAPACK call in a large vmapped contact solve stays below the
-threshold, and (in a subprocess with a time limit) that the former hang is gone.
+jaxlib 0.10's CPU LAPACK kernels split a batch whose ``batch · cost`` (their flop estimate
+per matrix) reaches `PARALLEL_THRESHOLD` over the intra-op pool and block on the pieces;
+two at once can hang the process (seen with 1024 vmapped contact solves, and in CI with
+the 12 reference samples of talos, whose 62x62 KKT eigh costs 1.2e6 per matrix). These
+tests check the values and derivatives of the wrappers, that every LAPACK call of small
+and large vmapped contact solves stays below the threshold, and (in a subprocess with a
+time limit) that the former hangs are gone.
 """
 
 from __future__ import annotations
@@ -68,48 +70,86 @@ def test_derivatives_match_jnp_linalg():
     assert_allclose(g1[1], g2[1], rtol=1e-11, name="grad b")
 
 
+def test_block_size():
+    assert _linalg.block_size(1) == (_linalg.PARALLEL_THRESHOLD - 1) // _linalg.COST_MARGIN
+    for cost in (1, 37, 18_290, 99_999, 100_000, 10**7):
+        k = _linalg.block_size(cost)
+        assert k >= 1 and (k == 1 or _linalg.COST_MARGIN * k * cost < _linalg.PARALLEL_THRESHOLD)
+    assert _linalg.block_size(10**7) == 1
+
+
 def test_nested_vmap_and_blocks():
-    n, per = 12, 12 * 12
-    N = 3 * (_linalg.PARALLEL_THRESHOLD // per) + 5  # several blocks and a ragged end
+    n = 12
+    chunk = _linalg.block_size(n**3 // 3)
+    N = 3 * chunk + 5  # several blocks and a ragged end
     A = _spd(n, (N,))
     L = jax.jit(jax.vmap(_linalg.cholesky))(A)
     assert_allclose(L, jnp.linalg.cholesky(A), rtol=1e-13, name="blocked batch")
-    L2 = jax.jit(jax.vmap(jax.vmap(_linalg.cholesky)))(A[: 40 * 50].reshape(40, 50, n, n))
-    assert_allclose(L2.reshape(-1, n, n), L[: 40 * 50], rtol=1e-13, name="nested vmap")
+    L2 = jax.jit(jax.vmap(jax.vmap(_linalg.cholesky)))(A[: 4 * 25].reshape(4, 25, n, n))
+    assert_allclose(L2.reshape(-1, n, n), L[: 4 * 25], rtol=1e-13, name="nested vmap")
 
 
-def _lapack_batches(hlo: str):
-    """``(target, batch * rows * cols)`` of every LAPACK custom call in an HLO text."""
+def _jaxlib_cost(target, shapes):
+    """jaxlib 0.10.2's flop estimate for ONE matrix of a LAPACK call (``shapes``: the
+    operands' shapes, batch first), written out independently of `_linalg`."""
+    if "potrf" in target:
+        n = shapes[0][-1]
+        return n**3 // 3
+    if "syevd" in target:
+        n = shapes[0][-1]
+        return 5 * n**3
+    if "trsm" in target:  # rows · cols · leading dimension of the triangular matrix
+        (n, _), (rows, cols) = shapes[0][-2:], shapes[1][-2:]
+        return rows * cols * n
+    if "gesdd" in target or "gesvd" in target:
+        m, n = shapes[0][-2:]
+        return 10 * m * n * min(m, n)
+    raise AssertionError(f"no cost model for {target}")
+
+
+def _lapack_calls(hlo: str):
+    """``(target, batch, cost per matrix)`` of every LAPACK custom call in an HLO text."""
     out = []
     for line in hlo.splitlines():
         m = re.search(r'custom_call_target="(lapack_\w+)"', line)
         if m:
-            dims = re.findall(r"f64\[([\d,]*)\]", line.split("custom-call(")[1])
-            out.append((m.group(1), max(int(np.prod([int(d) for d in s.split(",")])) for s in dims)))
+            operands = re.search(r"operand_layout_constraints=\{(.*?)\}\}", line).group(1)
+            shapes = [
+                tuple(int(d) for d in s.split(","))
+                for s in re.findall(r"f64\[([\d,]+)\]", operands)
+            ]
+            batch = int(np.prod(shapes[0][:-2]))
+            out.append((m.group(1), batch, _jaxlib_cost(m.group(1), shapes)))
     return out
 
 
-def test_every_lapack_call_of_a_large_batch_stays_on_one_thread():
+def test_every_lapack_call_of_a_vmapped_contact_solve_stays_on_one_thread():
+    """Small batches of large systems (the CI hang: 12 talos samples, 62x62 KKT) and large
+    batches of small ones."""
     model = jaxrbd.models.humanoid()
-    cs = jaxrbd.ConstraintSet.contacts_3d([("left_sole", [0.0, 0.0, -0.05])])
-    B = 4096
-    Q = jnp.tile(jaxrbd.neutral_configuration(model)[None, :], (B, 1))
-    V = jnp.zeros((B, model.nv))
-    for method in ("kkt", "range_space", "null_space"):
-        f = jax.vmap(
-            lambda q, v, method=method: jaxrbd.forward_dynamics_contacts(
-                model, q, v, v, cs, method=method
+    cs = jaxrbd.ConstraintSet.contacts_3d(
+        [("left_sole", [0.0, 0.0, -0.05]), ("right_sole", [0.0, 0.0, -0.05])]
+    )
+    for B in (12, 4096):
+        Q = jnp.tile(jaxrbd.neutral_configuration(model)[None, :], (B, 1))
+        V = jnp.zeros((B, model.nv))
+        for method in ("kkt", "range_space", "null_space"):
+            f = jax.vmap(
+                lambda q, v, method=method: jaxrbd.forward_dynamics_contacts(
+                    model, q, v, v, cs, method=method
+                )
             )
-        )
-        hlo = jax.jit(f).lower(Q, V).compile().as_text()
-        calls = _lapack_batches(hlo)
-        assert calls, f"{method}: no LAPACK call found; the test no longer sees them"
-        for target, size in calls:
-            assert size < _linalg.PARALLEL_THRESHOLD, (method, target, size)
+            calls = _lapack_calls(jax.jit(f).lower(Q, V).compile().as_text())
+            assert calls, f"{method}: no LAPACK call found; the test no longer sees them"
+            for target, batch, cost in calls:
+                assert batch == 1 or batch * cost < _linalg.PARALLEL_THRESHOLD, (
+                    B, method, target, batch, cost,
+                )
 
 
 def test_large_vmapped_contact_solves_do_not_hang():
-    """The former deadlock: 1024 and 4096 range-space solves, called several times."""
+    """The former deadlocks: 1024 and 4096 range-space and KKT solves called several times,
+    and 12 KKT solves called many times (a 1-in-30 hang per call before the cost rule)."""
     script = textwrap.dedent(
         """
         import jax
@@ -118,14 +158,14 @@ def test_large_vmapped_contact_solves_do_not_hang():
         m = jaxrbd.models.humanoid()
         cs = jaxrbd.ConstraintSet.contacts_3d([("left_sole", [0.0, 0.0, -0.05]),
                                                ("right_sole", [0.0, 0.0, -0.05])])
-        for B in (1024, 4096):
+        for B, calls in ((12, 60), (1024, 4), (4096, 4)):
             keys = jax.random.split(jax.random.key(0), B)
             Q = jax.vmap(lambda k: jaxrbd.random_configuration(m, k))(keys)
             V = jnp.asarray(np.random.default_rng(0).standard_normal((B, m.nv)))
             for method in ("range_space", "kkt"):
                 f = jax.jit(jax.vmap(lambda q, v: jaxrbd.forward_dynamics_contacts(
                     m, q, v, v, cs, method=method)))
-                for _ in range(4):
+                for _ in range(calls):
                     assert bool(jnp.isfinite(f(Q, V)[0]).all())
         print("ok")
         """
