@@ -32,13 +32,11 @@ Run from the repository root:
     PYTHONPATH=. python benchmarks/bench_contacts.py --quick    # smoke test: solo12, batch 64
     PYTHONPATH=. python benchmarks/bench_contacts.py --robots talos --batches 1,4096
 
-Known problem (jax 0.10.2, CPU): ``jit(jax.vmap(...method="range_space"))`` at
-batch 1024 deadlocks on its second or third call (all XLA threads idle, the caller
-waiting for the result; batch 256 and the other methods are fine, and neither
-``OPENBLAS_NUM_THREADS=1`` nor ``--xla_cpu_multi_thread_eigen=false`` helps). Every
-row therefore runs under a watchdog (``--row-timeout``): a hung row is recorded as
-such and the run stops there; ``--skip range_space:1024,range_space:4096`` leaves
-those rows out (listed under ``left_out`` in the JSON).
+Every row runs under a watchdog (``--row-timeout``): a hung row is recorded as such and
+the run stops there; ``--skip method:batch,...`` leaves rows out (listed under
+``left_out`` in the JSON). jax 0.10.2's CPU LAPACK kernels can deadlock XLA's thread
+pool when they split a batch; `jaxrbd._linalg` keeps every call below the split (see its
+docstring), and no row has hung since.
 
 Writes ``benchmarks/results/contacts.json`` (``--quick``: ``contacts_quick.json``;
 ``--out`` overrides).

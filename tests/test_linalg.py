@@ -3,7 +3,8 @@
 jaxlib 0.10's CPU LAPACK kernels split a batch whose ``batch · cost`` (their flop estimate
 per matrix) reaches `PARALLEL_THRESHOLD` over the intra-op pool and block on the pieces;
 two at once can hang the process (seen with 1024 vmapped contact solves, and in CI with
-the 12 reference samples of talos, whose 62x62 KKT eigh costs 1.2e6 per matrix). These
+the 20 reference samples of solo12 and talos, whose 30x30 and 44x44 KKT eigh cost 1.4e5
+and 4.3e5 per matrix). These
 tests check the values and derivatives of the wrappers, that every LAPACK call of small
 and large vmapped contact solves stays below the threshold, and (in a subprocess with a
 time limit) that the former hangs are gone.
@@ -124,8 +125,8 @@ def _lapack_calls(hlo: str):
 
 
 def test_every_lapack_call_of_a_vmapped_contact_solve_stays_on_one_thread():
-    """Small batches of large systems (the CI hang: 12 talos samples, 62x62 KKT) and large
-    batches of small ones."""
+    """Small batches of large systems (the CI hang: 20 reference samples, 44x44 KKT) and
+    large batches of small ones."""
     model = jaxrbd.models.humanoid()
     cs = jaxrbd.ConstraintSet.contacts_3d(
         [("left_sole", [0.0, 0.0, -0.05]), ("right_sole", [0.0, 0.0, -0.05])]
