@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _algebra as al
 from . import _linalg
@@ -25,6 +26,7 @@ from ._common import (
 )
 from ._jcalc import joint_velocity_terms, node_inertias
 from ._passes import velocities
+from ._rows import place_rows
 from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
 
@@ -151,7 +153,7 @@ def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None, root=0):
 
     def step(buf, idx, par, x):
         Ei, ri, Si = x[:3]
-        A, Bk, C, pi = _unpack(take(buf, idx))
+        A, Bk, C, pi = _unpack(take(buf, idx, once=True))
         if pA is None:
             U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None)
             ys = (U, Dinv)
@@ -185,7 +187,7 @@ def _bias_pass(s, E, r, S, U, Dinv, tau, root=None):
     def step(pA, idx, par, x):
         Ei, ri, Si, taui = x[:4]
         Ui, Dinvi = x[4:]
-        pi = take(pA, idx)
+        pi = take(pA, idx, once=True)
         u = taui - al.dot(Si, pi)
         pa = pi + Ui * (Dinvi * u)[..., None, :]
         return add(pA, par, al.XT_force(Ei, ri, pa)), u
@@ -221,10 +223,11 @@ def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world, root=None):
     _, qdd_steps = scan_schedule(step, a0, st, xs, step_xs=(U, Dinv, u))
     # scatter the per-step outputs back to node order (static indices)
     flat = qdd_steps.reshape((-1,) + qdd_steps.shape[2:])
-    qdd = jnp.zeros((s.nbuf,) + flat.shape[1:], flat.dtype).at[st.steps.reshape(-1)].set(flat)
+    steps = st.steps.reshape(-1)
+    parts = [(np.where(steps < s.n, steps, -1), flat)]  # scratch slots dropped
     if k:
-        qdd = qdd.at[1 : k + 1].set(jnp.broadcast_to(qdd_root, (k,) + flat.shape[1:]))
-    return qdd[1 : s.n]
+        parts.append((np.arange(1, k + 1), jnp.broadcast_to(qdd_root, (k,) + flat.shape[1:])))
+    return place_rows(s.n, parts)[1:]
 
 
 def velocity_pass(model, q, qd, f_ext=None):

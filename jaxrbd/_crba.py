@@ -5,17 +5,17 @@ from __future__ import annotations
 import functools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
 from ._common import Xup_and_S, check_state, sched
 from ._jcalc import node_inertias
 from ._passes import composite_inertias
+from ._rows import place_rows
 from ._tree import Schedule
 from ._vmap import native_vmap
 
-__all__ = ["mass_matrix", "crba_batched"]
+__all__ = ["crba_batched", "mass_matrix"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -41,8 +41,7 @@ def crba_batched(model, q):
     F = al.inertia_mul(IC[1:], S[1:])  # (nv, 6, B)
     diag = al.dot(S[1:], F)
     nv = model.nv
-    H = jnp.zeros((nv, nv) + diag.shape[-1:], diag.dtype)
-    H = H.at[np.arange(nv), np.arange(nv)].set(diag)
+    parts = [(np.arange(nv) * (nv + 1), diag)]  # flat indices into H (nv * nv, B)
     if s.max_depth > 1:
         cur, anc, rows, steps, cols = _walk_tables(s)
 
@@ -53,8 +52,8 @@ def crba_batched(model, q):
 
         _, vals = jax.lax.scan(step, F, (E[cur], r[cur], S[anc]))  # (Dm, nv, B)
         v = vals[steps, rows]
-        H = H.at[rows, cols].set(v).at[cols, rows].set(v)
-    return H
+        parts += [(rows * nv + cols, v), (cols * nv + rows, v)]
+    return place_rows(nv * nv, parts).reshape((nv, nv) + diag.shape[-1:])
 
 
 _crba = native_vmap(crba_batched)

@@ -54,6 +54,7 @@ from ._common import (
 )
 from ._jcalc import _euler_S, joint_velocity_terms, node_inertias, tables
 from ._passes import velocities_accelerations
+from ._rows import place_rows, sum_rows
 from ._tree import add, backward_scan, scan_schedule, support_table, take
 from ._vmap import blocked, native_vmap
 
@@ -333,8 +334,8 @@ def _unpack(row):
 def _node_order(ys, s):
     """Per-step scan outputs ``(nsteps, W, ...)`` -> DoF order ``(nv, ...)``."""
     flat = ys.reshape((-1,) + ys.shape[2:])
-    out = jnp.zeros((s.nbuf,) + flat.shape[1:], flat.dtype).at[s.steps.reshape(-1)].set(flat)
-    return out[1 : s.n]
+    steps = s.steps.reshape(-1)
+    return place_rows(s.n, [(np.where(steps < s.n, steps, -1), flat)])[1:]
 
 
 def _factor(Iw, S, s, t: _Tables):
@@ -346,7 +347,7 @@ def _factor(Iw, S, s, t: _Tables):
 
     def step(buf, idx, par, x):
         (Si,) = x
-        A, Bk, C = _unpack(take(buf, idx))
+        A, Bk, C = _unpack(take(buf, idx, once=True))
         U = al.blocks_mul(A, Bk, C, Si)
         Dinv = 1.0 / al.dot(Si, U)
         Uw, Uv = al.ang(U), al.lin(U)
@@ -381,8 +382,8 @@ def _lower_inverse(L, t: _Tables):
 def _solve(Dk, W, x, t: _Tables):
     """``H^-1 x`` for ``x (nv, B)`` with ``H^-1 = W D^-1 W^T`` (W as a band)."""
     nv = x.shape[0]
-    y = x + jnp.zeros((nv + 1,) + x.shape[1:], x.dtype).at[t.anc.reshape(-1)].add(
-        (W * x[:, None]).reshape((-1,) + x.shape[1:]))[:nv]
+    anc = t.anc.reshape(-1)
+    y = x + sum_rows(nv, np.where(anc < nv, anc, -1), (W * x[:, None]).reshape((-1,) + x.shape[1:]))
     z = y / Dk
     return z + jnp.sum(W * _gather(z, t.anc), axis=1)
 
@@ -390,9 +391,10 @@ def _solve(Dk, W, x, t: _Tables):
 def _dense_lower(W, t: _Tables):
     """The band of ``W`` as a dense unit-lower matrix, batch-first ``(B, nv, nv)``."""
     nv, D = t.anc.shape
-    Wd = jnp.zeros((nv, nv + 1) + W.shape[2:], W.dtype)
-    Wd = Wd.at[np.repeat(np.arange(nv), D), t.anc.reshape(-1)].set(W.reshape((nv * D,) + W.shape[2:]))
-    return _bf(Wd[:, :nv]) + jnp.eye(nv, dtype=W.dtype)[None]
+    anc = t.anc.reshape(-1)
+    flat = np.where(anc < nv, np.repeat(np.arange(nv), D) * nv + anc, -1)
+    Wd = place_rows(nv * nv, [(flat, W.reshape((nv * D,) + W.shape[2:]))])
+    return _bf(Wd.reshape((nv, nv) + W.shape[2:])) + jnp.eye(nv, dtype=W.dtype)[None]
 
 
 # ------------------------------------------------------------------ phase 1: node vectors

@@ -60,7 +60,7 @@ def _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau, qdd, mask):
 
     def step(buf, idx, par, x):
         Ei, ri, Si, ci, taui, qddi, mi = x
-        A, Bk, C, pi = _unpack(take(buf, idx))
+        A, Bk, C, pi = _unpack(take(buf, idx, once=True))
         U = al.blocks_mul(A, Bk, C, Si)
         D = al.dot(Si, U)
         w = al.dot(Si, pi)

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _algebra as al
 from ._rotation import quat_to_E
+from ._rows import place_rows, sum_rows
 from .joints import _EULER_AXES
 
 _MULTI = ("spherical", "free", "euler_zyx", "euler_xyz", "euler_yxz", "translation_xyz")
@@ -155,30 +156,32 @@ def joint_transforms(model, q):
     t = tables(model)
     nn, B, dtype = t.nn, q.shape[-1], q.dtype
     axes = _bc(model.axes)  # (nv, 6, 1)
-    E = jnp.broadcast_to(jnp.eye(3, dtype=dtype)[:, :, None], (nn, 3, 3, B))
-    r = jnp.zeros((nn, 3, B), dtype)
-    S = jnp.concatenate([jnp.zeros((1, 6, 1), dtype), axes], axis=0)
-    S = jnp.broadcast_to(S, (nn, 6, B))
+    Es, rs, Ss = [], [], []  # (nodes, values) of the nodes that differ from the default
     if len(t.screw_nodes):
-        Es, rs = _screw(axes[t.screw_nodes - 1], q[t.screw_q])
-        E = E.at[t.screw_nodes].set(Es)
-        r = r.at[t.screw_nodes].set(rs)
+        Ec, rc = _screw(axes[t.screw_nodes - 1], q[t.screw_q])
+        Es.append((t.screw_nodes, Ec))
+        rs.append((t.screw_nodes, rc))
     for kind, (nodes, qs, _) in t.multi.items():
         if kind in ("spherical", "free"):
             off = 3 if kind == "free" else 0
             quat = q[qs[:, None] + off + np.arange(4)]  # (J, 4, B)
-            E = E.at[nodes].set(quat_to_E(quat))
+            Es.append((nodes, quat_to_E(quat)))
             if kind == "free":
-                r = r.at[nodes].set(q[qs[:, None] + np.arange(3)])
+                rs.append((nodes, q[qs[:, None] + np.arange(3)]))
         elif kind == "translation_xyz":
-            r = r.at[nodes].set(q[qs[:, None] + np.arange(3)])
+            rs.append((nodes, q[qs[:, None] + np.arange(3)]))
         else:
             q3 = q[qs[:, None] + np.arange(3)]
-            E = E.at[nodes].set(_euler(kind, q3))
+            Es.append((nodes, _euler(kind, q3)))
             s0, s1, s2 = _euler_S(kind, q3[:, 1:])
             z = jnp.zeros_like(s0)
-            for k, s in enumerate((s0, s1, s2)):
-                S = S.at[nodes + k].set(al.join(s, z))
+            Ss += [(nodes + k, al.join(sk, z)) for k, sk in enumerate((s0, s1, s2))]
+    eye = jnp.broadcast_to(jnp.eye(3, dtype=dtype)[None, :, :, None], (1, 3, 3, B))
+    E = place_rows(nn, Es, eye) if Es else jnp.broadcast_to(eye, (nn, 3, 3, B))
+    r = place_rows(nn, rs, jnp.zeros((1, 3, B), dtype)) if rs else jnp.zeros((nn, 3, B), dtype)
+    S = jnp.concatenate([jnp.zeros((1, 6, 1), dtype), axes], axis=0)
+    S = place_rows(nn, Ss, S) if Ss else S
+    S = jnp.broadcast_to(S, (nn, 6, B))
     return E, r, S
 
 
@@ -195,8 +198,8 @@ def joint_velocity_terms(model, q, qd, S):
     t = tables(model)
     qd_n = jnp.concatenate([jnp.zeros_like(qd[:1]), qd], axis=0)  # (nn, B)
     vJ = S * qd_n[:, None, :]
-    vJc = jnp.zeros_like(vJ).at[t.bias_target].add(vJ) if len(t.multi_dof_last) else vJ
-    cJ = None
+    vJc = sum_rows(t.nn, t.bias_target, vJ) if len(t.multi_dof_last) else vJ
+    cJ = []
     for kind, (nodes, qs, vs) in t.multi.items():
         if kind.startswith("euler"):
             q3 = q[qs[:, None] + np.arange(3)]
@@ -208,9 +211,8 @@ def joint_velocity_terms(model, q, qd, S):
 
             _, (ds0, ds1) = jax.jvp(cols, (q3[:, 1:],), (qd3[:, 1:],))
             ang = ds0 * qd3[:, 0:1] + ds1 * qd3[:, 1:2]  # dS/dt qd (s2 is constant)
-            cJ = (jnp.zeros_like(vJ) if cJ is None else cJ).at[nodes + 2].add(
-                al.join(ang, jnp.zeros_like(ang))
-            )
+            cJ.append((nodes + 2, al.join(ang, jnp.zeros_like(ang))))
+    cJ = place_rows(t.nn, cJ) if cJ else None
     return vJ, vJc, cJ
 
 
@@ -226,7 +228,7 @@ def node_inertias(model):
         E = jnp.where(fixed, model.Xtree_E, jnp.eye(3, dtype=model.dtype)[None])
         r = jnp.where(fixed[:, 0], model.Xtree_r, 0.0)
         Ib = al.XT_compact_X(_bc(E), _bc(r), Ib)
-    return jnp.zeros((t.nn, 10, 1), Ib.dtype).at[t.body_node].add(Ib)
+    return sum_rows(t.nn, t.body_node, Ib)
 
 
 def node_Xtree(model):
@@ -235,7 +237,6 @@ def node_Xtree(model):
     nn = t.nn
     sel = np.flatnonzero(t.first_body >= 0)
     bodies = t.first_body[sel]
-    E = jnp.broadcast_to(jnp.eye(3, dtype=model.dtype), (nn, 3, 3))
-    E = E.at[sel].set(model.Xtree_E[bodies])
-    r = jnp.zeros((nn, 3), model.dtype).at[sel].set(model.Xtree_r[bodies])
+    E = place_rows(nn, [(sel, model.Xtree_E[bodies])], jnp.eye(3, dtype=model.dtype)[None])
+    r = place_rows(nn, [(sel, model.Xtree_r[bodies])])
     return _bc(E), _bc(r)

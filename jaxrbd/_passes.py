@@ -13,7 +13,6 @@ from ._common import pad, pad_E
 from ._tree import Schedule, add, backward_scan, forward_scan, put, take
 
 
-
 def world_transforms(s: Schedule, E, r):
     """``X0_i`` (world -> node ``i``) of every node: ``X0_i = Xup_i X0_lam``."""
     B = E.shape[-1]
@@ -23,7 +22,7 @@ def world_transforms(s: Schedule, E, r):
     def step(c, idx, par, x):
         E0, r0 = c
         Ei, ri = x
-        Ep, rp = take(E0, par), take(r0, par)
+        Ep, rp = take(E0, par, once=True), take(r0, par)
         En, rn = al.compose(Ei, ri, Ep, rp)
         return put(E0, idx, En), put(r0, idx, rn)
 
@@ -46,7 +45,7 @@ def velocities(s: Schedule, E, r, vJ, with_X0=False):
         Ei, ri, vJi = x
         out = (put(c[0], idx, al.X_motion(Ei, ri, take(c[0], par)) + vJi),)
         if with_X0:
-            En, rn = al.compose(Ei, ri, take(c[1], par), take(c[2], par))
+            En, rn = al.compose(Ei, ri, take(c[1], par, once=True), take(c[2], par))
             out += (put(c[1], idx, En), put(c[2], idx, rn))
         return out
 
@@ -75,7 +74,7 @@ def velocities_accelerations(s: Schedule, E, r, vJ, vJc, cJ, Sqdd, a_world, with
         ai = al.X_motion(Ei, ri, take(c[1], par)) + acci + al.cross_motion(vi, vJci)
         out = (put(c[0], idx, vi), put(c[1], idx, ai))
         if with_X0:
-            En, rn = al.compose(Ei, ri, take(c[2], par), take(c[3], par))
+            En, rn = al.compose(Ei, ri, take(c[2], par, once=True), take(c[3], par))
             out += (put(c[2], idx, En), put(c[3], idx, rn))
         return out
 
