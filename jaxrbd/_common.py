@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _algebra as al
 from ._jcalc import _MULTI, joint_transforms, node_Xtree, tables
+from ._rows import sum_rows
 from ._tree import Schedule, schedule
 
 # ---------------------------------------------------------------- argument checks
@@ -151,8 +152,8 @@ def f_ext_nodes(model, f_ext, E0, r0):
     acts on its node); the world's rows are dropped.
     """
     t = tables(model)
-    f = jnp.zeros((t.nn, 6) + f_ext.shape[2:], f_ext.dtype).at[np.asarray(t.body_node)].add(f_ext)
-    f = f.at[0].set(0.0)
+    node = np.asarray(t.body_node)
+    f = sum_rows(t.nn, np.where(node > 0, node, -1), f_ext)  # the world's rows dropped
     return al.X_force(E0, r0, f)
 
 

@@ -204,8 +204,8 @@ def _node_terms(model, q, qd, qdd, f_ext):
     A = Iw_x + al.transpose(Iw_x) + al.outer(nu, h) + al.outer(h, nu) - 2 * hv * al.eye3(h)
     parts = [Iw, al.unsym3(A), P, f]
     if f_ext is not None:
-        fe = jnp.zeros((model.nv + 1, 6) + f_ext.shape[2:], f_ext.dtype)
-        fe = fe.at[np.asarray(model.body_node)].add(f_ext)[1:]
+        node = np.asarray(model.body_node)
+        fe = sum_rows(model.nv, np.where(node > 0, node - 1, -1), f_ext)  # DoF order
         parts.append(jnp.broadcast_to(fe, fe.shape[:-1] + (B,)))
     comp = _subtree_sum(jnp.concatenate(parts, axis=1), s)
     out = {

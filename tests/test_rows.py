@@ -91,11 +91,14 @@ def test_bad_rows_raise():
 
 _PROGRAMS = {
     "forward_dynamics": lambda m, q, v: jax.vmap(jaxrbd.forward_dynamics, (None, 0, 0, 0))(m, q, v, v),
+    "forward_dynamics_f_ext": lambda m, q, v: jax.vmap(jaxrbd.forward_dynamics, (None, 0, 0, 0, 0))(
+        m, q, v, v, jnp.ones(q.shape[:1] + (m.nbodies, 6))),
     "inverse_dynamics": lambda m, q, v: jax.vmap(jaxrbd.inverse_dynamics, (None, 0, 0, 0))(m, q, v, v),
     "mass_matrix": lambda m, q, v: jax.vmap(jaxrbd.mass_matrix, (None, 0))(m, q),
     "minv_times": lambda m, q, v: jaxrbd.minv_times(m, q[0], v.T),  # 64 right-hand sides
     "forward_dynamics_derivatives": lambda m, q, v: jax.vmap(
-        jaxrbd.forward_dynamics_derivatives, (None, 0, 0, 0))(m, q, v, v),
+        jaxrbd.forward_dynamics_derivatives, (None, 0, 0, 0, 0))(
+        m, q, v, v, jnp.ones(q.shape[:1] + (m.nbodies, 6))),
 }
 
 
