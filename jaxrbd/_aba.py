@@ -223,8 +223,7 @@ def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world, root=None):
     _, qdd_steps = scan_schedule(step, a0, st, xs, step_xs=(U, Dinv, u))
     # scatter the per-step outputs back to node order (static indices)
     flat = qdd_steps.reshape((-1,) + qdd_steps.shape[2:])
-    steps = st.steps.reshape(-1)
-    parts = [(np.where(steps < s.n, steps, -1), flat)]  # scratch slots dropped
+    parts = [(st.slot_nodes, flat)]
     if k:
         parts.append((np.arange(1, k + 1), jnp.broadcast_to(qdd_root, (k,) + flat.shape[1:])))
     return place_rows(s.n, parts)[1:]

@@ -334,8 +334,7 @@ def _unpack(row):
 def _node_order(ys, s):
     """Per-step scan outputs ``(nsteps, W, ...)`` -> DoF order ``(nv, ...)``."""
     flat = ys.reshape((-1,) + ys.shape[2:])
-    steps = s.steps.reshape(-1)
-    return place_rows(s.n, [(np.where(steps < s.n, steps, -1), flat)])[1:]
+    return place_rows(s.n, [(s.slot_nodes, flat)])[1:]
 
 
 def _factor(Iw, S, s, t: _Tables):

@@ -31,10 +31,15 @@ def _unbatched(values) -> bool:
 
 
 def _indices(idx, vals):
+    """``idx`` as a flat numpy array, and the positions of its kept (non-negative) entries."""
     idx = np.asarray(idx, dtype=np.int64).reshape(-1)
     if vals.shape[0] != idx.shape[0]:
         raise ValueError(f"{idx.shape[0]} indices for {vals.shape[0]} rows")
-    return idx
+    return idx, np.flatnonzero(idx >= 0)
+
+
+def _kept(vals, keep):
+    return vals if len(keep) == vals.shape[0] else vals[keep]
 
 
 def place_rows(n: int, parts, base=None, *, scatter=None):
@@ -53,32 +58,30 @@ def place_rows(n: int, parts, base=None, *, scatter=None):
     Raises:
         ValueError: a row placed twice, or counts that do not match.
     """
-    parts = [(_indices(i, v), v) for i, v in parts]
+    parts = [(*_indices(i, v), v) for i, v in parts]
     if base is None:
-        tail = np.broadcast_shapes(*(v.shape[1:] for _, v in parts))
-        base = jnp.zeros((1,) + tail, jnp.result_type(*(v for _, v in parts)))
+        tail = np.broadcast_shapes(*(v.shape[1:] for *_, v in parts))
+        base = jnp.zeros((1,) + tail, jnp.result_type(*(v for *_, v in parts)))
     nb = base.shape[0]
     if nb not in (1, n):
         raise ValueError(f"base has {nb} rows, expected 1 or {n}")
     table = np.arange(n) if nb == n else np.zeros(n, dtype=np.int64)
     seen = np.zeros(n, dtype=bool)
     off = nb
-    for idx, v in parts:
-        keep = np.flatnonzero(idx >= 0)
+    for idx, keep, v in parts:
         rows = idx[keep]
         if seen[rows].any() or len(np.unique(rows)) != len(rows):
             raise ValueError("place_rows: a row is placed twice")
         seen[rows] = True
         table[rows] = off + keep
         off += v.shape[0]
-    arrays = [base] + [v for _, v in parts]
+    arrays = [base] + [v for *_, v in parts]
     tail = np.broadcast_shapes(*(a.shape[1:] for a in arrays))
     dtype = jnp.result_type(*arrays)
     if _unbatched(arrays) if scatter is None else scatter:
         out = jnp.broadcast_to(base, (n,) + tail).astype(dtype)
-        for idx, v in parts:
-            keep = np.flatnonzero(idx >= 0)
-            out = out.at[idx[keep]].set(v[keep] if len(keep) < len(idx) else v)
+        for idx, keep, v in parts:
+            out = out.at[idx[keep]].set(_kept(v, keep))
         return out
     src = jnp.concatenate([jnp.broadcast_to(a, a.shape[:1] + tail).astype(dtype) for a in arrays])
     return src[table]
@@ -95,11 +98,9 @@ def sum_rows(n: int, idx, vals, *, scatter=None):
 
     The gather form reads ``max(repeats)`` rows per output row and adds them.
     """
-    idx = _indices(idx, vals)
-    keep = np.flatnonzero(idx >= 0)
+    idx, keep = _indices(idx, vals)
     if _unbatched([vals]) if scatter is None else scatter:
-        v = vals[keep] if len(keep) < len(idx) else vals
-        return jnp.zeros((n,) + vals.shape[1:], vals.dtype).at[idx[keep]].add(v)
+        return jnp.zeros((n,) + vals.shape[1:], vals.dtype).at[idx[keep]].add(_kept(vals, keep))
     k = idx.shape[0]
     depth = max(int(np.bincount(idx[keep], minlength=n).max()), 1) if len(keep) else 1
     # table[i, d]: the d-th row added into row i, or k (an appended zero row)

@@ -73,6 +73,9 @@ class Schedule:
         par = np.concatenate([np.asarray(parent), n + np.arange(W)])
         par[0] = 0
         self.steps = steps  # (nsteps, W) node indices
+        #: node of each step slot, flattened, with -1 for the scratch slots: where the
+        #: per-step outputs of a scan go in node order (`jaxrbd._rows.place_rows`)
+        self.slot_nodes = np.where(steps < n, steps, -1).reshape(-1)
         self.step_parent = par[steps].astype(np.int32)  # (nsteps, W)
         self.parent_padded = par.astype(np.int32)  # (nbuf,)
         # Ancestor walk tables for the CRBA: for d = 1..max_depth-1, node i's
@@ -90,6 +93,7 @@ class Schedule:
             return self
         t = copy.copy(self)
         t.steps, t.step_parent = self.steps[k:], self.step_parent[k:]
+        t.slot_nodes = self.slot_nodes[k * self.width :]
         return t
 
 
