@@ -270,8 +270,12 @@ def _euler_terms(model, nt, qd, qdd, vb, u, w, c):
     dv = jnp.sum(dSw * qd[cols3][None, :, :, None, :], axis=2)  # (3 k, J, 6, B)
     da = jnp.sum(dSw * qdd[cols3][None, :, :, None, :], axis=2)
     da = da + al.cross_motion((nt["vw"][child] + vb[vs])[None], dv) + world(dcq)
-    rows = cols3.T  # (3 k, J): the DoF of direction k
-    u, w, c = u.at[rows].add(-dv), w.at[rows].add(-da), c.at[rows].add(world(dcv))
+    rows = cols3.T.reshape(-1)  # (3 k * J,): the DoF of direction k (distinct)
+    nv = u.shape[0]
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])
+    u = u - sum_rows(nv, rows, flat(dv))
+    w = w - sum_rows(nv, rows, flat(da))
+    c = c + sum_rows(nv, rows, flat(world(dcv)))
     F = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
     vals = al.dot(dSw, F[cols3][None])  # (3 k, J, 3 m, B), the order of `_euler_entries`
     return u, w, c, vals.reshape((-1,) + vals.shape[3:])
@@ -305,6 +309,18 @@ def _euler_entries(model):
     rows = np.broadcast_to(vs[None, :, None] + m, (3, len(vs), 3))
     cols = np.broadcast_to(vs[None, :, None] + k, (3, len(vs), 3))
     return rows.reshape(-1), cols.reshape(-1)
+
+
+def _euler_dense(model, vals, nv):
+    """The entries ``vals (B, E)`` (`_euler_entries` order) as ``(B, nv, nv)`` matrices:
+    one gather from a constant table (a scatter would loop over the ``E`` entries)."""
+    rows, cols = _euler_entries(model)
+    flat = rows * nv + cols
+    assert len(np.unique(flat)) == len(flat)  # one entry per (row, column)
+    table = np.full(nv * nv, vals.shape[1], dtype=np.int64)  # default: a zero column
+    table[flat] = np.arange(len(rows))
+    src = jnp.concatenate([vals, jnp.zeros_like(vals[:, :1])], axis=1)
+    return src[:, table].reshape(vals.shape[:1] + (nv, nv))
 
 
 def _node_vectors(nt):
@@ -471,7 +487,8 @@ def _regressor_vectors(model, nt):
     if len(fixed):  # a fixed body's frame is its placement in its node's frame
         Eo, ro = model.Xtree_E[fixed][..., None], model.Xtree_r[fixed][..., None]
         Eb, rb = al.compose(Eo, ro, E0[fixed], r0[fixed])
-        E0, r0 = E0.at[fixed].set(Eb), r0.at[fixed].set(rb)
+        E0 = place_rows(E0.shape[0], [(fixed, Eb)], base=E0)
+        r0 = place_rows(r0.shape[0], [(fixed, rb)], base=r0)
     vb = al.X_motion(E0, r0, nt["vw"][node])[:, None]  # body coordinates, (nb, 1, 6, B)
     ab = al.X_motion(E0, r0, nt["aw"][node])[:, None]
     basis = jnp.eye(10, dtype=vb.dtype)[None, :, :, None]  # unit parameter vectors
@@ -519,8 +536,7 @@ def _state_matrices(model, vecs):
     Pq, Qq, S, Phi, Pv, Qv, Psi = vecs[:7]
     dq = _masked(_pairs(Pq, Qq), _pairs(S, Phi), t.sub_q, t.anc_q)
     if len(vecs) > 7:  # Euler joints: their columns depend on their own angles
-        rows, cols = _euler_entries(model)
-        dq = dq.at[:, rows, cols].add(vecs[7])
+        dq = dq + _euler_dense(model, vecs[7], dq.shape[-1])
     dv = _masked(_pairs(Pv, Qv), _pairs(S, Psi), t.sub_v, t.anc_v)
     return dq, dv
 

@@ -28,6 +28,7 @@ from . import _algebra as al
 from ._common import Xup_and_S, _as_float, check_state, gravity_acceleration, sched
 from ._jcalc import joint_velocity_terms, tables
 from ._passes import velocities_accelerations
+from ._rows import place_rows
 from ._tree import support_table
 from ._vmap import native_vmap
 
@@ -176,14 +177,14 @@ def regressor_batched(model, q, qd, qdd):
     A = body_regressor(vb, ab)  # (nb, 10, 6, B)
     F0 = al.XT_force(E0b[:, None], r0b[:, None], A)
     # Motion subspaces in world coordinates; Y[j, b] = S0_j^T F0_b for the supported
-    # pairs only (a third of the dense (nv, nbodies) table on a humanoid), scattered
-    # into the zero matrix.
+    # pairs only (a third of the dense (nv, nbodies) table on a humanoid), placed in
+    # the zero matrix (a gather on batches, see `jaxrbd._rows`).
     S0 = al.Xinv_motion(E0, r0, S)[1:]  # (nv, 6, B)
     rows, cols = _support(model.node_parent, model.body_node)
     vals = al.dot(S0[rows][:, None], F0[cols])  # (npairs, 10, B)
-    Y = jnp.zeros((model.nv, model.nbodies, 10, vals.shape[-1]), vals.dtype)
-    Y = Y.at[rows, cols].set(vals, unique_indices=True, indices_are_sorted=True)
-    return Y.reshape((model.nv, model.nbodies * 10, B))
+    nb = model.nbodies
+    Y = place_rows(model.nv * nb, [(np.asarray(rows) * nb + np.asarray(cols), vals)])
+    return Y.reshape((model.nv, nb * 10, vals.shape[-1]))
 
 
 _regressor = native_vmap(regressor_batched)

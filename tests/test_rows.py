@@ -58,7 +58,7 @@ def test_sum_rows_matches_numpy(batch):
     want = np.zeros((n, 3, batch))
     np.add.at(want, idx[idx >= 0], vals[idx >= 0])
     for scatter in (None, True, False):
-        got = jax.jit(lambda v: sum_rows(n, idx, v, scatter=scatter))(jnp.asarray(vals))
+        got = jax.jit(lambda v, s=scatter: sum_rows(n, idx, v, scatter=s))(jnp.asarray(vals))
         assert_allclose(got, want, rtol=1e-15, atol=1e-15, name=f"scatter={scatter}")
     # nothing to add: zeros
     assert_allclose(sum_rows(n, np.array([-1]), jnp.ones((1, 3, batch))), np.zeros((n, 3, batch)))
@@ -172,3 +172,37 @@ def test_tree_scans_update_their_buffers_in_place(chain_hlo, name):
             if dims[0] >= 21 and dims[-1] in (32, 64) and len(dims) >= 3:
                 copies.append((body, tuple(dims)))
     assert not copies, f"{name}: whole-buffer copies in scan steps {copies}"
+
+
+# The rarer paths: Euler joints (their own-angle terms in the derivatives), fixed-merged
+# bodies (their frames in the parameter derivatives) and the regressor's support pairs.
+_V4 = (None, 0, 0, 0)
+_MIXED_PROGRAMS = {
+    "forward_dynamics_derivatives": lambda m, q, v: jax.vmap(
+        jaxrbd.forward_dynamics_derivatives, _V4)(m, q, v, v),
+    "inverse_dynamics_derivatives": lambda m, q, v: jax.vmap(
+        jaxrbd.inverse_dynamics_derivatives, _V4)(m, q, v, v),
+    "forward_dynamics_parameter_derivatives": lambda m, q, v: jax.vmap(
+        jaxrbd.forward_dynamics_parameter_derivatives, _V4)(m, q, v, v),
+    "inverse_dynamics_parameter_derivatives": lambda m, q, v: jax.vmap(
+        jaxrbd.inverse_dynamics_parameter_derivatives, _V4)(m, q, v, v),
+    "inverse_dynamics_regressor": lambda m, q, v: jax.vmap(
+        jaxrbd.inverse_dynamics_regressor, _V4)(m, q, v, v),
+}
+
+
+def test_no_scatter_loops_on_the_rarer_paths(zoo):
+    """The ``mixed`` tree (free base, ball, fixed body, Euler joint), 64 states: no scatter
+    loop over an array with the states in a block's trailing axis or, in the derivatives'
+    batch-first matrix phase, the leading one."""
+    m = zoo["mixed"]
+    assert "euler_zyx" in m.joint_kind and any(m.body_fixed)
+    q = jnp.zeros((64, m.nq)).at[:, 3].set(1.0)
+    v = jnp.zeros((64, m.nv))
+    batched = re.compile(r"f64\[[\d,]*,(32|64)\]|f64\[64,")
+    opts = jaxrbd.compiler_options()
+    for name, f in _MIXED_PROGRAMS.items():
+        hlo = jax.jit(f, compiler_options=opts).lower(m, q, v).compile().as_text()
+        bad = [(n, op) for n, _, state, op in _while_loops(hlo)
+               if re.search(r"scatter(-add)?$", op) and batched.search(state)]
+        assert not bad, f"{name}: scatter loops over batched arrays {bad}"
