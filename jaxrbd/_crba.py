@@ -30,7 +30,7 @@ def _walk_tables(s: Schedule):
     cur = np.where(np.concatenate([np.ones((1, s.n - 1), bool), anc[:-1] > 0])[:Dm], cur, 0)
     valid = anc > 0
     rows, cols = np.nonzero(valid.T)  # i-1, step d-1
-    return cur, np.maximum(anc, 0), rows, cols, anc[cols, rows] - 1
+    return cur.astype(np.int32), np.maximum(anc, 0).astype(np.int32), rows, cols, anc[cols, rows] - 1
 
 
 def crba_batched(model, q):
@@ -56,7 +56,7 @@ def crba_batched(model, q):
                             r.at[c].get(mode="promise_in_bounds"), F)
             return F, al.dot(S.at[a].get(mode="promise_in_bounds"), F)
 
-        _, vals = jax.lax.scan(step, F, (cur.astype(np.int32), anc.astype(np.int32)))
+        _, vals = jax.lax.scan(step, F, (cur, anc))  # (Dm, nv, B)
         v = vals[steps, rows]
         parts += [(rows * nv + cols, v), (cols * nv + rows, v)]
     return place_rows(nv * nv, parts).reshape((nv, nv) + diag.shape[-1:])

@@ -312,15 +312,11 @@ def _euler_entries(model):
 
 
 def _euler_dense(model, vals, nv):
-    """The entries ``vals (B, E)`` (`_euler_entries` order) as ``(B, nv, nv)`` matrices:
-    one gather from a constant table (a scatter would loop over the ``E`` entries)."""
+    """The entries ``vals (B, E)`` (`_euler_entries` order) as ``(B, nv, nv)`` matrices,
+    placed by `place_rows` (a scatter would loop over the ``E`` entries)."""
     rows, cols = _euler_entries(model)
-    flat = rows * nv + cols
-    assert len(np.unique(flat)) == len(flat)  # one entry per (row, column)
-    table = np.full(nv * nv, vals.shape[1], dtype=np.int64)  # default: a zero column
-    table[flat] = np.arange(len(rows))
-    src = jnp.concatenate([vals, jnp.zeros_like(vals[:, :1])], axis=1)
-    return src[:, table].reshape(vals.shape[:1] + (nv, nv))
+    dense = place_rows(nv * nv, [(rows * nv + cols, vals.T)])  # (nv * nv, B)
+    return dense.T.reshape(vals.shape[:1] + (nv, nv))
 
 
 def _node_vectors(nt):

@@ -183,7 +183,7 @@ def regressor_batched(model, q, qd, qdd):
     rows, cols = _support(model.node_parent, model.body_node)
     vals = al.dot(S0[rows][:, None], F0[cols])  # (npairs, 10, B)
     nb = model.nbodies
-    Y = place_rows(model.nv * nb, [(np.asarray(rows) * nb + np.asarray(cols), vals)])
+    Y = place_rows(model.nv * nb, [(rows * nb + cols, vals)])
     return Y.reshape((model.nv, nb * 10, vals.shape[-1]))
 
 

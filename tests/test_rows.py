@@ -145,6 +145,12 @@ def _while_loops(hlo):
 _BATCHED = re.compile(r"f64\[[\d,]*,(32|64)\]")  # an array with a block's states trailing
 
 
+def _scatter_loops(loops, batched):
+    """``(trip count, op_name)`` of the scatter loops whose state matches ``batched``."""
+    return [(n, op) for n, _, state, op in loops
+            if re.search(r"scatter(-add)?$", op) and batched.search(state)]
+
+
 @pytest.mark.parametrize("name", list(_PROGRAMS))
 def test_no_scatter_loops_over_batched_arrays(chain_hlo, name):
     """A scatter over per-node or per-entry indices of a batched array would run one loop
@@ -152,8 +158,7 @@ def test_no_scatter_loops_over_batched_arrays(chain_hlo, name):
     stay: see `jaxrbd._rows`.)"""
     loops = _while_loops(chain_hlo[name])
     assert any(n >= 20 for n, *_ in loops), "expected the tree scans"
-    bad = [(n, op) for n, _, state, op in loops
-           if re.search(r"scatter(-add)?$", op) and _BATCHED.search(state)]
+    bad = _scatter_loops(loops, _BATCHED)
     assert not bad, f"{name}: scatter loops over batched arrays {bad}"
 
 
@@ -203,6 +208,5 @@ def test_no_scatter_loops_on_the_rarer_paths(zoo):
     opts = jaxrbd.compiler_options()
     for name, f in _MIXED_PROGRAMS.items():
         hlo = jax.jit(f, compiler_options=opts).lower(m, q, v).compile().as_text()
-        bad = [(n, op) for n, _, state, op in _while_loops(hlo)
-               if re.search(r"scatter(-add)?$", op) and batched.search(state)]
+        bad = _scatter_loops(_while_loops(hlo), batched)
         assert not bad, f"{name}: scatter loops over batched arrays {bad}"
