@@ -18,8 +18,9 @@ whole subtree of ``j`` rigidly:
 Forward dynamics uses ``d qdd / dx = -H^-1 d tau / dx`` at ``qdd = FD(q, qd, tau)`` and
 ``d qdd / d tau = H^-1``. ``H = L^T D L`` with the sparsity of the tree (RBDA section 6.5);
 in world coordinates its factors are articulated-body quantities, so one transform-free
-backward pass gives ``D`` and ``L``, a forward pass over ancestor bands gives ``L^-1``, and
-with them ``qdd`` and the dense ``H^-1 = L^-1 D^-1 L^-T``.
+backward pass gives ``D`` and ``L`` (``L(k, j) = u_k . S_j``, rank one per row), a forward
+pass in which each node reads only its parent's row gives ``L^-1``, and with them ``qdd``
+and the dense ``H^-1 = L^-1 D^-1 L^-T``.
 
 Layout: the per-node work runs on the batch-trailing layout in blocks of `CHUNK` states
 (phase 1, returning batch-first per-node vectors); the dense O(nv^2) assembly and the
@@ -55,7 +56,7 @@ from ._common import (
 from ._jcalc import _euler_S, joint_velocity_terms, node_inertias, tables
 from ._passes import velocities_accelerations
 from ._rows import place_rows, sum_rows
-from ._tree import add, backward_scan, scan_schedule, support_table, take
+from ._tree import add, backward_scan, forward_scan, put, scan_schedule, support_table, take
 from ._vmap import blocked, native_vmap
 
 __all__ = [
@@ -120,12 +121,6 @@ class _Tables:
         self.anc_q = A[:, P] & ~eye[:, P]  # i strictly above that subtree
         self.sub_v = A.T
         self.anc_v = A & ~eye
-        # unit-lower inverse W = L^-1, row k: W(k, anc_l) = -sum_{a<=l} L(k, anc_a) W(anc_a, anc_{l-a})
-        skew = np.full((D, D), D * (D + 1), dtype=np.int64)  # -> an appended zero
-        for a in range(1, D + 1):
-            for l in range(a, D + 1):
-                skew[a - 1, l - 1] = (a - 1) * (D + 1) + (l - a)
-        self.skew = skew
         # bodies -> their node (DoF index, -1 for the world and bodies fixed to it)
         self.body_dof = np.asarray(body_node) - 1
         self.nbodies = nbodies
@@ -349,9 +344,10 @@ def _node_order(ys, s):
     return place_rows(s.n, [(s.slot_nodes, flat)])[1:]
 
 
-def _factor(Iw, S, s, t: _Tables):
-    """``D (nv, B)`` and the band ``L(k, anc_l(k))`` ``(nv, D, B)`` of ``H = L^T D L``, by
-    the articulated-inertia pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms)."""
+def _factor(Iw, S, s):
+    """``D (nv, B)`` and ``u_k = U_k / D_k`` ``(nv, 6, B)``, with which ``H = L^T D L`` has
+    ``L(k, j) = u_k . S_j`` for every ancestor ``j`` of ``k``, by the articulated-inertia
+    pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms)."""
     I0 = jnp.concatenate([jnp.zeros_like(Iw[:1]), Iw], axis=0)
     buf = _pack(*al.inertia_blocks(pad_inertia(I0, s)))
     S0 = pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
@@ -366,28 +362,35 @@ def _factor(Iw, S, s, t: _Tables):
         Ia = (A - k * al.outer(Uw, Uw), Bk - k * al.outer(Uw, Uv), C - k * al.outer(Uv, Uv))
         return add(buf, par, _pack(*Ia)), (U * Dinv[..., None, :], Dinv)
 
-    _, (Ut, Dinv) = scan_schedule(step, buf, s, (S0,), reverse=True)
-    Ut, Dinv = _node_order(Ut, s), _node_order(Dinv, s)
-    return 1.0 / Dinv, al.dot(Ut[:, None], _gather(S, t.anc))
+    _, (u, Dinv) = scan_schedule(step, buf, s, (S0,), reverse=True)
+    return 1.0 / _node_order(Dinv, s), _node_order(u, s)
 
 
-def _lower_inverse(L, t: _Tables):
-    """Band of ``W = L^-1`` (the sparsity of ``L``), ``(nv, D, B)``; row k:
-    ``W(k, anc_l) = -sum_{a <= l} L(k, anc_a) W(anc_a, anc_{l - a})`` (``W(i, i) = 1``)."""
+def _lower_inverse(u, S, s, t: _Tables):
+    """Band of ``W = L^-1`` (the sparsity of ``L``), ``(nv, D, B)``: ``W(k, anc_l(k))``.
+
+    With ``L(k, j) = u_k . S_j``, forward substitution gives ``W(k, j) = -u_k . Z(p, j)``
+    (``p`` the parent of ``k``) where ``Z(i, j) = sum_{a from j to i} S_a W(a, j)`` obeys
+    the parent recurrence ``Z(k, j) = Z(p, j) - S_k (u_k . Z(p, j))``, ``Z(j, j) = S_j``:
+    one root-to-leaves pass carrying, per node, its ``Z`` against itself and each
+    ancestor (``(D, 6, B)``, the ancestor band of the parent's row shifted by one), in
+    which each step reads only its parent's row.
+    """
     nv, D = t.anc.shape
-    B = L.shape[-1]
-    W = jnp.zeros((nv + 1, D + 1, B), L.dtype).at[:nv, 0].set(1.0)
+    B = S.shape[-1]
+    S0 = pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
+    u0 = pad(jnp.concatenate([jnp.zeros_like(u[:1]), u], axis=0), s)
+    Z = jnp.zeros((s.nbuf, D, 6, B), S.dtype)
 
-    def step(W, x):
-        k, anc, Lk = x
-        G = W[anc].reshape((D * (D + 1), B))  # the ancestors' rows
-        G = jnp.concatenate([G, jnp.zeros((1, B), G.dtype)], axis=0)[t.skew]  # (D, D, B)
-        row = -jnp.sum(Lk[:, None, :] * G, axis=0)
-        row = jnp.concatenate([jnp.ones((1, B), row.dtype), row], axis=0)
-        return jax.lax.dynamic_update_index_in_dim(W, row, k, 0), None
+    def step(Z, idx, par, x):
+        Si, ui = x  # (W, 6, B)
+        Zp = take(Z, par)[:, : D - 1]  # the parent against itself and its ancestors
+        Zk = Zp - Si[:, None] * al.dot(ui[:, None], Zp)[:, :, None]
+        return put(Z, idx, jnp.concatenate([Si[:, None], Zk], axis=1))
 
-    W, _ = jax.lax.scan(step, W, (np.arange(nv), t.anc, L))
-    return W[:nv, 1:]
+    Z = forward_scan(step, Z, s, (S0, u0))
+    parent = np.where(t.anc[:, 0] < nv, t.anc[:, 0] + 1, 0)  # node of each DoF's parent
+    return -al.dot(u[:, None], Z[parent])
 
 
 def _solve(Dk, W, x, t: _Tables):
@@ -456,8 +459,8 @@ def _fd_core(model, q, qd, tau, f_ext):
     nt = _prepare(model, q, qd, zero, f_ext)
     y, z = _node_vectors(nt)
     s = sched(model, B)
-    Dk, L = _factor(nt["Iw"], nt["S"], s, t)
-    W = _lower_inverse(L, t)
+    Dk, u = _factor(nt["Iw"], nt["S"], s)
+    W = _lower_inverse(u, nt["S"], s, t)
     F0 = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
     qdd = _solve(Dk, W, tau - al.dot(nt["S"], F0), t)
     # the accelerations qdd adds (world frame, no velocity terms) and the forces they need
