@@ -110,7 +110,6 @@ class _Tables:
                 k = npar[k]
         self.depth = np.array([len(a) for a in anc], dtype=np.int64)
         D = max(1, int(self.depth.max()) if nv else 1)
-        self.D = D
         self.anc = np.full((nv, D), nv, dtype=np.int64)
         for i, a in enumerate(anc):
             self.anc[i, : len(a)] = a
@@ -344,13 +343,17 @@ def _node_order(ys, s):
     return place_rows(s.n, [(s.slot_nodes, flat)])[1:]
 
 
-def _factor(Iw, S, s):
+def _node_S(S, s):
+    """DoF-ordered ``S (nv, 6, B)`` as a node buffer of ``s`` (world and scratch rows)."""
+    return pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
+
+
+def _factor(Iw, S0, s):
     """``D (nv, B)`` and ``u_k = U_k / D_k`` ``(nv, 6, B)``, with which ``H = L^T D L`` has
     ``L(k, j) = u_k . S_j`` for every ancestor ``j`` of ``k``, by the articulated-inertia
-    pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms)."""
+    pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms). ``S0``: `_node_S`."""
     I0 = jnp.concatenate([jnp.zeros_like(Iw[:1]), Iw], axis=0)
     buf = _pack(*al.inertia_blocks(pad_inertia(I0, s)))
-    S0 = pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
 
     def step(buf, idx, par, x):
         (Si,) = x
@@ -366,7 +369,7 @@ def _factor(Iw, S, s):
     return 1.0 / _node_order(Dinv, s), _node_order(u, s)
 
 
-def _lower_inverse(u, S, s, t: _Tables):
+def _lower_inverse(u, S0, s, t: _Tables):
     """Band of ``W = L^-1`` (the sparsity of ``L``), ``(nv, D, B)``: ``W(k, anc_l(k))``.
 
     With ``L(k, j) = u_k . S_j``, forward substitution gives ``W(k, j) = -u_k . Z(p, j)``
@@ -374,13 +377,11 @@ def _lower_inverse(u, S, s, t: _Tables):
     the parent recurrence ``Z(k, j) = Z(p, j) - S_k (u_k . Z(p, j))``, ``Z(j, j) = S_j``:
     one root-to-leaves pass carrying, per node, its ``Z`` against itself and each
     ancestor (``(D, 6, B)``, the ancestor band of the parent's row shifted by one), in
-    which each step reads only its parent's row.
+    which each step reads only its parent's row. ``S0``: `_node_S`.
     """
     nv, D = t.anc.shape
-    B = S.shape[-1]
-    S0 = pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
     u0 = pad(jnp.concatenate([jnp.zeros_like(u[:1]), u], axis=0), s)
-    Z = jnp.zeros((s.nbuf, D, 6, B), S.dtype)
+    Z = jnp.zeros((s.nbuf, D, 6, S0.shape[-1]), S0.dtype)
 
     def step(Z, idx, par, x):
         Si, ui = x  # (W, 6, B)
@@ -459,8 +460,9 @@ def _fd_core(model, q, qd, tau, f_ext):
     nt = _prepare(model, q, qd, zero, f_ext)
     y, z = _node_vectors(nt)
     s = sched(model, B)
-    Dk, u = _factor(nt["Iw"], nt["S"], s)
-    W = _lower_inverse(u, nt["S"], s, t)
+    S0 = _node_S(nt["S"], s)
+    Dk, u = _factor(nt["Iw"], S0, s)
+    W = _lower_inverse(u, S0, s, t)
     F0 = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
     qdd = _solve(Dk, W, tau - al.dot(nt["S"], F0), t)
     # the accelerations qdd adds (world frame, no velocity terms) and the forces they need
