@@ -22,9 +22,32 @@ def humanoid_batch():
     return model, Q, QD, TAU
 
 
+def expected_options():
+    extra = _jit.AVX512_COMPILER_OPTIONS if _jit.host_has_avx512() else {}
+    return {**_jit.CPU_COMPILER_OPTIONS, **extra}
+
+
 def test_options_on_cpu():
     assert jax.default_backend() == "cpu"
-    assert jaxrbd.compiler_options() == _jit.CPU_COMPILER_OPTIONS
+    assert jaxrbd.compiler_options() == expected_options()
+
+
+def test_vector_width_follows_the_host(monkeypatch):
+    _jit._supported.cache_clear()
+    try:
+        for has, width in ((True, 512), (False, None)):
+            monkeypatch.setattr(_jit, "host_has_avx512", lambda has=has: has)
+            opts = jaxrbd.compiler_options()
+            assert opts.get("xla_cpu_prefer_vector_width") == width
+            assert opts["xla_cpu_use_fusion_emitters"] is False
+    finally:
+        _jit._supported.cache_clear()
+
+
+def test_avx512_detection_reads_numpy():
+    umath = pytest.importorskip("numpy._core._multiarray_umath")  # NumPy 2
+    __cpu_features__ = umath.__cpu_features__
+    assert _jit.host_has_avx512() == bool(__cpu_features__.get("AVX512F", False))
 
 
 def test_same_results_as_jax_jit(humanoid_batch):
@@ -63,11 +86,11 @@ def test_options_reach_jax_jit(monkeypatch):
 
     monkeypatch.setattr(_jit.jax, "jit", spy)
     assert float(jaxrbd.jit(lambda x: 2 * x)(1.0)) == 2.0
-    assert seen == _jit.CPU_COMPILER_OPTIONS  # jaxrbd's options by default
+    assert seen == expected_options()  # jaxrbd's options by default
     seen.clear()
     f = jaxrbd.jit(lambda x: 2 * x, compiler_options={"xla_cpu_use_fusion_emitters": True})
     assert float(f(1.0)) == 2.0
-    assert seen == {"xla_cpu_use_fusion_emitters": True}  # the caller's win
+    assert seen == {**expected_options(), "xla_cpu_use_fusion_emitters": True}  # the caller's win
 
 
 def test_rejected_options_fall_back(monkeypatch):
