@@ -87,6 +87,16 @@ def skew(a):
     return jnp.stack([vec(z, a2, -a1), vec(-a2, z, a0), vec(a1, -a0, z)], axis=-2)
 
 
+def rx_mm(a, M):
+    """``skew(a) @ M`` as cross products of ``a`` with the columns of ``M``, without
+    building ``skew(a)``: XLA materialises a stacked skew matrix in a kernel of its own
+    wherever several fused loops read it (four extra kernels per articulated-inertia
+    step)."""
+    a0, a1, a2 = (a[..., k, None, :] for k in range(3))
+    m0, m1, m2 = M[..., 0, :, :], M[..., 1, :, :], M[..., 2, :, :]
+    return jnp.stack([a1 * m2 - a2 * m1, a2 * m0 - a0 * m2, a0 * m1 - a1 * m0], axis=-3)
+
+
 def outer(a, b):
     return a[..., :, None, :] * b[..., None, :, :]
 
@@ -219,9 +229,9 @@ def XT_blocks_X(E, r, A, Bk, C):
     A1 = mtm(E, mm(A, E))
     B1 = mtm(E, mm(Bk, E))
     C1 = mtm(E, mm(C, E))
-    rx = skew(r)
-    B2 = B1 + mm(rx, C1)
-    A2 = A1 + mmt(rx, B1) - mm(B2, rx)
+    B2 = B1 + rx_mm(r, C1)
+    # rx B1^T, and B2 rx = -(rx B2^T)^T since rx^T = -rx
+    A2 = A1 + rx_mm(r, transpose(B1)) + transpose(rx_mm(r, transpose(B2)))
     return A2, B2, C1
 
 
@@ -231,9 +241,11 @@ def XT_compact_X(E, r, Ic):
     h1 = mtv(E, h)
     hA = h1 + m * r
     # Ibar_A = E^T Ibar E - rx h1x - (h1 + m r)x rx   (from XT_blocks_X with B = h x, C = m 1)
+    #        = E^T Ibar E - h1 r^T - r hA^T + (r.h1 + r.hA) 1   (ax bx = b a^T - (a.b) 1),
+    # entry by entry: no skew matrices for XLA to materialise
     I1 = mtm(E, mm(Ibar, E))
-    rx = skew(r)
-    IA = unsym3(I1 - mm(rx, skew(h1)) - mm(skew(hA), rx))
+    tr = dot(r, h1) + dot(r, hA)
+    IA = unsym3(I1 - outer(h1, r) - outer(r, hA) + tr[..., None, None, :] * eye3(r))
     lead = jnp.broadcast_shapes(m.shape[:-2], hA.shape[:-2], IA.shape[:-2])
     B = max(m.shape[-1], hA.shape[-1], IA.shape[-1])
     parts = [jnp.broadcast_to(x, lead + x.shape[-2:-1] + (B,)) for x in (m, hA, IA)]
