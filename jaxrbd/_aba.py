@@ -33,8 +33,12 @@ from ._vmap import native_vmap
 __all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"]
 
 #: Nodes per step of the articulated-body passes on batches under ``traversal="auto"``
-#: (see `jaxrbd._common.sched`).
-ABA_WIDTH = 2
+#: (see `jaxrbd._common.sched`). Two until the inertia step shrank from 34 to 21 XLA
+#: kernels (see `_inertia_pass`); since then one node per step (in-place slices, no
+#: width-2 scatter loops) is faster on talos (4096 states, 2-core VM, interleaved:
+#: median 10.4-10.7 against 11.7-12.2 us per state; min 9.3-10.2 against 9.0-9.2) and
+#: equal on solo12 (5.8-6.1 us).
+ABA_WIDTH = 1
 
 
 def _project(A, Bk, C, Si, pi, taui):

@@ -69,7 +69,9 @@ def sched(model, B: int = 1, batch_width: int = 1) -> Schedule:
     per step, 42.9 body by body, 37.0 with three, ~50 whole levels; solo12 14.9 vs
     18.3; inverse dynamics and the CRBA are fastest body by body). Those figures
     predate the in-place one-node steps (`jaxrbd._tree.take`); since then one node per
-    step is close (talos 15.5 against 16.8 us, solo12 8.9 against 8.1 us)."""
+    step is close (talos 15.5 against 16.8 us, solo12 8.9 against 8.1 us), and since
+    the 21-kernel inertia step (`jaxrbd._aba.ABA_WIDTH`) it is the default for the
+    articulated-body passes too."""
     traversal = model.traversal
     if traversal == "auto":
         if B == 1:
