@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
+from ._aba import _pack, _project, _unpack
 from ._common import (
     Xup_and_S,
     check_f_ext,
@@ -328,15 +329,6 @@ def _node_vectors(nt):
 # (eliminating the subtree of k from H turns its composite inertia into IA_k).
 
 
-def _pack(A, Bk, C):
-    return jnp.concatenate([x.reshape(x.shape[:-3] + (9, x.shape[-1])) for x in (A, Bk, C)], -2)
-
-
-def _unpack(row):
-    return tuple(row[..., 9 * k : 9 * k + 9, :].reshape(row.shape[:-2] + (3, 3, row.shape[-1]))
-                 for k in range(3))
-
-
 def _node_order(ys, s):
     """Per-step scan outputs ``(nsteps, W, ...)`` -> DoF order ``(nv, ...)``."""
     flat = ys.reshape((-1,) + ys.shape[2:])
@@ -357,12 +349,8 @@ def _factor(Iw, S0, s):
 
     def step(buf, idx, par, x):
         (Si,) = x
-        A, Bk, C = _unpack(take(buf, idx, once=True))
-        U = al.blocks_mul(A, Bk, C, Si)
-        Dinv = 1.0 / al.dot(Si, U)
-        Uw, Uv = al.ang(U), al.lin(U)
-        k = Dinv[..., None, None, :]
-        Ia = (A - k * al.outer(Uw, Uw), Bk - k * al.outer(Uw, Uv), C - k * al.outer(Uv, Uv))
+        A, Bk, C, _ = _unpack(take(buf, idx, once=True))
+        U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None)
         return add(buf, par, _pack(*Ia)), (U * Dinv[..., None, :], Dinv)
 
     _, (u, Dinv) = scan_schedule(step, buf, s, (S0,), reverse=True)
@@ -390,8 +378,7 @@ def _lower_inverse(u, S0, s, t: _Tables):
         return put(Z, idx, jnp.concatenate([Si[:, None], Zk], axis=1))
 
     Z = forward_scan(step, Z, s, (S0, u0))
-    parent = np.where(t.anc[:, 0] < nv, t.anc[:, 0] + 1, 0)  # node of each DoF's parent
-    return -al.dot(u[:, None], Z[parent])
+    return -al.dot(u[:, None], Z[s.parent_padded[1 : nv + 1]])  # each DoF's parent node
 
 
 def _solve(Dk, W, x, t: _Tables):
