@@ -270,6 +270,7 @@ def machine_metadata() -> dict[str, Any]:
             "cpu_count": os.cpu_count(),
             "cpu_usable": usable,
             "jax_devices": [str(d) for d in jax.devices()],
+            "jax_device_kind": jax.devices()[0].device_kind,
             "load_avg_1min_at_start": load_average(),
         },
         "python": platform.python_version(),

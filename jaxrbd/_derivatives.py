@@ -58,7 +58,7 @@ from ._jcalc import _euler_S, joint_velocity_terms, node_inertias, tables
 from ._passes import velocities_accelerations
 from ._rows import place_rows, sum_rows
 from ._tree import add, backward_scan, forward_scan, put, scan_schedule, support_table, take
-from ._vmap import blocked, native_vmap
+from ._vmap import blocked, default_chunk, native_vmap
 
 __all__ = [
     "fd_derivatives_batched",
@@ -574,15 +574,17 @@ def _fdp_matrices(model, vecs):
 def _two_phase(vectors, matrices):
     """Phase 1 in blocks of `CHUNK`, phase 2 per super-block of `SUPER` states (large enough
     for efficient batched matrix products, small enough that the ``(nv, nv)`` matrices of a
-    super-block stay in cache)."""
+    super-block stay in cache). Off the CPU both phases take the whole batch
+    (`jaxrbd._vmap.default_chunk`)."""
 
     def run(model, *arrays, chunk=None, super_chunk=None):
         def block(*xs):
             vecs = blocked(lambda *ys: vectors(model, *ys), xs,
-                           CHUNK if chunk is None else chunk, batch_first=True)
+                           default_chunk(CHUNK) if chunk is None else chunk, batch_first=True)
             return matrices(model, vecs)
 
-        return blocked(block, arrays, SUPER if super_chunk is None else super_chunk,
+        return blocked(block, arrays,
+                       default_chunk(SUPER) if super_chunk is None else super_chunk,
                        batch_first=True)
 
     return run

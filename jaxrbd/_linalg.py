@@ -16,7 +16,8 @@ The functions here take ONE matrix (use `jax.vmap` for batches, as with `jnp.lin
 call the LAPACK kernels on blocks whose cost, estimated at twice jaxlib's, stays below
 that threshold (one matrix per call for the larger ones): under `jax.vmap` (nested or
 not) the batch is flattened and cut into blocks run by `lax.map`. On GPU the same blocks
-cost a few extra kernel launches. Derivatives are defined here (forward mode; reverse
+would cost a loop of launches, so there (`jaxrbd._vmap.on_cpu` false) the whole batch
+goes to one call. Derivatives are defined here (forward mode; reverse
 mode by transposition) so that they run through the same blocked kernels.
 """
 
@@ -27,6 +28,8 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
+
+from ._vmap import on_cpu
 
 __all__ = ["cho_solve", "cholesky", "eigh", "pinv", "solve_triangular", "svd"]
 
@@ -66,7 +69,8 @@ def _blocked_kernel(kernel, cost):
 
     def run(*xs):
         N = xs[0].shape[0]
-        chunk = block_size(cost(*(x.shape[1:] for x in xs)))
+        # the deadlock is XLA:CPU's: other backends take the whole batch in one call
+        chunk = block_size(cost(*(x.shape[1:] for x in xs))) if on_cpu() else N
         if N <= chunk:
             return on_block(*xs)
         nblk = -(-N // chunk)
