@@ -76,8 +76,9 @@ def sched(model, B: int = 1, batch_width: int = 1) -> Schedule:
 
     Off the CPU (`jaxrbd._vmap.on_cpu`), ``"auto"`` is level by level for batches too:
     a GPU runs a level's nodes for the whole batch in the same kernels, and every
-    sequential step costs launches (H100, 4096 states, blocks of 32: talos inverse
-    dynamics 12.9 us per state level by level against 21.4 body by body)."""
+    sequential step costs launches (H100, 4096 states, whole batch: talos forward
+    dynamics 393 ns per state level by level against 507 body by body, inverse dynamics
+    169 against 264, mass matrix 190 against 241; chain100, one node per level, equal)."""
     traversal = model.traversal
     if traversal == "auto":
         if B == 1 or not on_cpu():
