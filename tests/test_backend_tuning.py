@@ -3,9 +3,10 @@
 On the CPU the batched kernels cut the batch into cache-sized blocks (`_vmap.CHUNK`) run
 one after the other, step one tree node at a time, and keep LAPACK calls under XLA:CPU's
 threading threshold (`jaxrbd._linalg`). Off the CPU they take the whole batch at once and
-step level by level. CI has no GPU, so these tests make JAX report another default backend
-(``jax.default_backend`` patched to ``"gpu"`` while tracing, the arrays still on the CPU)
-and check that the accelerator path is the one traced and gives the CPU path's numbers.
+step level by level. CI has no GPU, so these tests make JAX report the default backend they need
+(``jax.default_backend`` patched to ``"cpu"`` or ``"gpu"`` while tracing, the arrays on
+whatever device there is) and check that each path is the one traced and that the
+accelerator path gives the CPU path's numbers. They pass on a GPU machine too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,16 @@ from jaxrbd import _common, _linalg, _tree, _vmap
 B = 70  # more than two CPU blocks of 32, with padding
 
 
+def _report(monkeypatch, backend):
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+
+
+@pytest.fixture
+def cpu_backend(monkeypatch):
+    """Trace as if the default backend were the CPU (it is, in CI)."""
+    _report(monkeypatch, "cpu")
+
+
 @pytest.fixture
 def gpu_backend(monkeypatch):
     """Trace as if the default backend were a GPU; fresh traces before and after.
@@ -30,7 +41,7 @@ def gpu_backend(monkeypatch):
     builds the wrappers (whose CPU compiler options are fixed on first use) outside it.
     """
     jax.clear_caches()
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    _report(monkeypatch, "gpu")
     yield
     monkeypatch.undo()
     jax.clear_caches()
@@ -48,7 +59,7 @@ def _block_sizes(n):
     return seen
 
 
-def test_cpu_blocks_the_batch():
+def test_cpu_blocks_the_batch(cpu_backend):
     assert _vmap.on_cpu() and _vmap.default_chunk() == _vmap.CHUNK
     assert _block_sizes(B) == [_vmap.CHUNK]  # traced once per block shape, by lax.map
 
@@ -64,9 +75,10 @@ def test_auto_traversal_per_backend(robots, monkeypatch):
     body = _tree.schedule(model.node_parent, "body").steps
     level = _tree.schedule(model.node_parent, "level").steps
     assert level.shape[0] < body.shape[0]
+    _report(monkeypatch, "cpu")
     assert np.array_equal(_common.sched(model, B=4096).steps, body)
     assert np.array_equal(_common.sched(model, B=1).steps, level)
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    _report(monkeypatch, "gpu")
     assert np.array_equal(_common.sched(model, B=4096).steps, level)
     assert np.array_equal(_common.sched(model, B=1).steps, level)
     # an explicit traversal is kept on every backend
@@ -80,8 +92,9 @@ def _lapack_jaxpr():
 
 
 def test_lapack_blocks_only_on_the_cpu(monkeypatch):
+    _report(monkeypatch, "cpu")
     assert "scan" in _lapack_jaxpr()  # lax.map over blocks below the threading threshold
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    _report(monkeypatch, "gpu")
     text = _lapack_jaxpr()
     assert "cholesky" in text and "scan" not in text
 
@@ -107,9 +120,15 @@ def _batched_results(model, q, qd, tau):
 
 @pytest.fixture(scope="module")
 def cpu_results(robots):
+    """The CPU path's results (traced as on the CPU, also on a GPU machine)."""
     model = robots["solo12"].model
     args = _states(model)
-    return model, args, _batched_results(model, *args)
+    with pytest.MonkeyPatch.context() as mp:
+        jax.clear_caches()
+        _report(mp, "cpu")
+        out = _batched_results(model, *args)
+    jax.clear_caches()
+    return model, args, out
 
 
 def test_accelerator_path_gives_the_cpu_numbers(cpu_results, gpu_backend):
