@@ -51,6 +51,8 @@ import warnings
 
 import jax
 
+from ._vmap import on_cpu
+
 __all__ = ["AVX512_COMPILER_OPTIONS", "CPU_COMPILER_OPTIONS", "compiler_options", "jit"]
 
 #: XLA options `jaxrbd.jit` adds on CPU (see the module docstring for measurements).
@@ -109,8 +111,7 @@ def compiler_options() -> dict:
         >>> opts = jaxrbd.compiler_options()   # e.g. {'xla_cpu_use_fusion_emitters': False}
         >>> f = jax.jit(jaxrbd.mass_matrix, compiler_options=opts)
     """
-    backend = jax.default_backend()
-    if backend != "cpu" or not _supported():
+    if not on_cpu() or not _supported():
         return {}
     return _cpu_options()
 
