@@ -13,9 +13,10 @@ statistics of the state distribution over time: mean and std of the base height,
 spread of the joint angles around the nominal pose (which the PD controller shrinks),
 and a physics check: without contacts, the centre of mass of every sample follows the
 ballistic parabola c(t) = c0 + v0 t + g t^2 / 2 whatever the joint torques do.
-With ``--plot out.png`` the distribution over time is plotted (percentile bands).
+With ``--plot out.png`` the distribution over time is plotted (percentile bands), and with
+``--gif DIR`` 16 of the rollouts are animated, overlaid (``DIR/solo12_batch.gif``).
 
-Run:  python examples/batched_rollouts.py [--quick] [--batch N] [--plot out.png]
+Run:  python examples/batched_rollouts.py [--quick] [--batch N] [--plot out.png] [--gif DIR]
 """
 
 from __future__ import annotations
@@ -127,12 +128,23 @@ def plot(path, stats):
     print(f"plot saved to {path}")
 
 
+def animate_batch(model, QS, dt, count=16, fps=20.0):
+    """``count`` of the rollouts ``QS`` ``(B, T, nq)``, evenly spaced in the batch,
+    overlaid in one matplotlib animation."""
+    from jaxrbd import viz
+
+    # the view falls with the robots; joint axes are left out of the crowd
+    return viz.animate(model, QS, dt, fps=fps, max_trajectories=count, follow="base_link",
+                       axes=False)
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="128 samples, 0.1 s")
     parser.add_argument("--batch", type=int, default=None, help="number of initial states")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", metavar="PNG", help="save the distribution plot here")
+    parser.add_argument("--gif", metavar="DIR", help="save an animation of 16 rollouts here")
     args = parser.parse_args(argv)
     batch = args.batch or (128 if args.quick else 10_000)
     dt = 2e-3
@@ -175,6 +187,11 @@ def main(argv=None) -> dict:
           f"max |quaternion norm - 1| {stats['quat_norm_error']:.1e}")
     if args.plot:
         plot(args.plot, stats)
+    if args.gif:
+        path = pathlib.Path(args.gif) / "solo12_batch.gif"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        animate_batch(model, QS, dt, fps=15.0).save(path, writer="pillow", dpi=60)
+        print(f"animation saved to {path}")
     print(f"summary: {batch} samples x {n_steps} steps, {states_per_s:,.0f} states/s "
           f"(compile {compile_s:.1f} s), joint spread {stats['joint_spread'][0]:.3f} -> "
           f"{stats['joint_spread'][-1]:.3f} rad, CoM ballistic error {err:.1e} m")

@@ -16,12 +16,16 @@ parameters, then sampled at 100 Hz; the noisy case adds Gaussian white noise wit
 3 sigma = 0.1 max(qdd_m), read per measured joint trajectory), and the residual of joint j
 is weighted by 1 / sigma_j (weighted least squares, the maximum-likelihood estimate).
 
-Run:  python examples/elastic_arm_identification.py [--quick] [--seed N]
+With ``--gif DIR`` the first seconds of the measured motion are saved as an animation
+(``DIR/elastic_arm.gif``).
+
+Run:  python examples/elastic_arm_identification.py [--quick] [--seed N] [--gif DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import pathlib
 import time
 
 import equinox as eqx
@@ -142,10 +146,20 @@ def identify(model, t, q, qd, qdd_m, p0, weights=None):
     return sol.value, int(sol.stats["num_steps"]), sol.result == optx.RESULTS.successful
 
 
+def animate_motion(model, q, rate: float = 100.0, seconds: float = 5.0, fps: float = 20.0):
+    """The first ``seconds`` of the measured motion ``q`` (sampled at ``rate``) as a
+    matplotlib animation, the tip's path traced."""
+    from jaxrbd import viz
+
+    n = min(len(q), round(seconds * rate) + 1)
+    return viz.animate(model, q[:n], 1.0 / rate, fps=fps, trace="link4")
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 s of data instead of 20 s")
     parser.add_argument("--seed", type=int, default=0, help="noise seed")
+    parser.add_argument("--gif", metavar="DIR", help="save the measured motion as a GIF here")
     args = parser.parse_args(argv)
     duration = 10.0 if args.quick else 20.0
 
@@ -155,6 +169,12 @@ def main(argv=None) -> dict:
     t, q, qd, qdd_m = simulate(model, duration)
     print(f"simulated {duration:.0f} s (RK4, h = 1 ms), {len(t)} samples at 100 Hz "
           f"in {time.perf_counter() - t0:.1f} s; max|qdd_m| = {float(jnp.abs(qdd_m).max()):.3f}")
+
+    if args.gif:
+        path = pathlib.Path(args.gif) / "elastic_arm.gif"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        animate_motion(model, q, fps=15.0).save(path, writer="pillow", dpi=60)
+        print(f"animation saved to {path}")
 
     p0 = jnp.concatenate([jnp.full(4, K_START), jnp.full(4, D_START)])
     p_ref = np.concatenate([K_REF, D_REF])

@@ -12,7 +12,10 @@
    a perturbed model.
 4. The torque prediction error of each estimate on held-out data (a second trajectory).
 
-Run:  python examples/inertial_identification.py [--quick]
+With ``--gif DIR`` the first seconds of the training motion are saved as an animation
+(``DIR/panda_excitation.gif``).
+
+Run:  python examples/inertial_identification.py [--quick] [--gif DIR]
 """
 
 from __future__ import annotations
@@ -68,9 +71,20 @@ def rms(x):
     return float(jnp.sqrt(jnp.mean(jnp.square(x))))
 
 
+def animate_excitation(model, q, duration: float, seconds: float = 6.0, fps: float = 15.0):
+    """The first ``seconds`` of an excitation trajectory ``q`` ``(N, nv)`` sampled evenly
+    over ``duration`` as a matplotlib animation, the hand's path traced."""
+    from jaxrbd import viz
+
+    dt = duration / (len(q) - 1)
+    n = min(len(q), round(seconds / dt) + 1)
+    return viz.animate(model, q[:n], dt, fps=fps, trace="panda_hand_tcp")
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples and steps")
+    parser.add_argument("--gif", metavar="DIR", help="save the excitation motion as a GIF here")
     args = parser.parse_args(argv)
     n_train, n_test = (400, 200) if args.quick else (4000, 1000)
     adam_steps = 300 if args.quick else 3000
@@ -84,6 +98,11 @@ def main(argv=None) -> dict:
     rng = np.random.default_rng(2)
     tau_train = torques(model, *train) + rng.normal(0.0, noise, (n_train, model.nv))
     tau_test = torques(model, *test)  # noise-free: prediction error against the truth
+    if args.gif:
+        path = pathlib.Path(args.gif) / "panda_excitation.gif"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        animate_excitation(model, train[0], 20.0).save(path, writer="pillow", dpi=60)
+        print(f"animation saved to {path}")
 
     # --- linear least squares on the regressor ------------------------------------------
     t0 = time.perf_counter()

@@ -127,6 +127,14 @@ fig.tight_layout()
 plt.show()
 '''),
     md("""
+The measured motion in real time (`jaxrbd.viz.animate`, the tip's path traced):
+"""),
+    code('''
+from jaxrbd import viz
+
+viz.html(ea.animate_motion(model, q, seconds=2.0 if QUICK else 5.0, fps=5 if QUICK else 20))
+'''),
+    md("""
 ## Identification from ideal data
 
 `identify` runs `optimistix.least_squares` with Levenberg-Marquardt on the stacked
@@ -296,6 +304,15 @@ ax[0].legend(ncol=2, fontsize=8)
 ax[1].set(xlabel="t [s]", ylabel="torque [N m]", title="measured training torques")
 fig.tight_layout()
 plt.show()
+'''),
+    md("""
+The first seconds of the training motion (`jaxrbd.viz.animate`, the hand's path traced):
+"""),
+    code('''
+from jaxrbd import viz
+
+viz.html(ii.animate_excitation(model, train[0], 20.0, seconds=2.0 if QUICK else 6.0,
+                               fps=5 if QUICK else 15))
 '''),
     md("""
 ## Linear least squares on the regressor
@@ -549,9 +566,23 @@ the final hand position. The optimised torques are replayed by a forward-dynamic
 rollout with a light PD on the plan; the PD's share of the torque shows how exactly
 forward dynamics reproduces the plan.
 """),
+    md("""
+The swing-up (the stitched shooting intervals), in real time:
+"""),
+    code('''
+from jaxrbd import viz
+
+viz.html(trajopt.animate_swing_up(cart, fps=5 if QUICK else 20))
+'''),
     code('''
 panda = trajopt.reach(QUICK)
 convergence(panda, "|constraints|")
+'''),
+    md("""
+The reach, replayed by forward dynamics, the hand's path traced:
+"""),
+    code('''
+viz.html(trajopt.animate_reach(panda, fps=5 if QUICK else 20))
 '''),
     code('''
 from IPython.display import Markdown, display
@@ -677,6 +708,15 @@ plt.show()
 print(f"joint spread {stats['joint_spread'][0]:.3f} -> {stats['joint_spread'][-1]:.3f} rad;"
       f" max |quaternion norm - 1| = {stats['quat_norm_error']:.1e}; "
       f"all finite: {stats['finite']}")
+'''),
+    md("""
+Sixteen of the rollouts, evenly spaced in the batch, overlaid (`jaxrbd.viz.animate`
+draws at most `max_trajectories` of a batch, translucent):
+"""),
+    code('''
+from jaxrbd import viz
+
+viz.html(br.animate_batch(model, QS, DT, fps=5 if QUICK else 20))
 '''),
     md("""
 ## A physics check

@@ -24,7 +24,10 @@ The cart-pole's gradients are reverse-mode through the rollouts (`jax.value_and_
 one L-BFGS step is one jitted function, compiled once per problem, and the loops run in
 Python (compilation, not iteration, dominates the run time on CPU).
 
-Run:  python examples/trajectory_optimization.py [--quick] [--plot out.png]
+Run:  python examples/trajectory_optimization.py [--quick] [--plot out.png] [--gif DIR]
+
+With ``--gif DIR`` both motions are saved as animations (`jaxrbd.viz`):
+``DIR/cart_pole_swing_up.gif`` and ``DIR/panda_reach.gif``.
 """
 
 from __future__ import annotations
@@ -326,7 +329,7 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
         p_replay = jaxrbd.point_position(model, qs[-1], hand, tip)
         return qs, qds, jnp.max(jnp.abs(fb)) / jnp.max(jnp.abs(ff)), p_replay
 
-    _, qds, feedback_share, p_replay = replay(c)
+    qs_replay, qds, feedback_share, p_replay = replay(c)
     p_end = extra["p_end"]
     tau = extra["tau"]
     seconds = extra["compile_s"] + extra["run_s"]
@@ -346,6 +349,8 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
         "seconds": seconds,
         "compile_s": extra["compile_s"],
         "history": history,
+        "dt": dt,
+        "q_replay": np.asarray(qs_replay),
     }
     print(f"panda: {K} rest-to-rest polynomials per joint, {n_quad} quadrature points, "
           f"replayed by {steps} {integrator} steps; solved in {seconds:.1f} s")
@@ -386,11 +391,38 @@ def plot(path, cart, panda):
     print(f"plot saved to {path}")
 
 
+def animate_swing_up(cart, fps=20.0):
+    """The cart-pole swing-up (the stitched shooting intervals) as a matplotlib animation."""
+    from jaxrbd import viz
+
+    dt = float(cart["t"][1] - cart["t"][0])
+    # the pole's tip leaves a trail (the pole hangs along -z of its body, 0.6 m long)
+    return viz.animate(cart_pole(), cart["q"], dt, fps=fps, trace=("pole", (0.0, 0.0, -0.6)))
+
+
+def animate_reach(panda, fps=20.0):
+    """The panda's reach, replayed by forward dynamics, with the hand's path traced."""
+    from jaxrbd import viz
+
+    model = jaxrbd.load_urdf(URDF)
+    return viz.animate(model, panda["q_replay"], panda["dt"], fps=fps, trace="panda_hand_tcp")
+
+
+def save_gifs(directory, cart, panda, fps=15.0):
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, anim in (("cart_pole_swing_up", animate_swing_up(cart, fps)),
+                       ("panda_reach", animate_reach(panda, fps))):
+        anim.save(directory / f"{name}.gif", writer="pillow", dpi=60)
+        print(f"animation saved to {directory / name}.gif")
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="coarse discretisation and few iterations")
     parser.add_argument("--plot", metavar="PNG", help="save convergence plots to this file")
+    parser.add_argument("--gif", metavar="DIR", help="save both motions as GIFs in this directory")
     parser.add_argument("--integrator", choices=("euler", "semi_implicit_euler", "rk4"),
                         default="rk4", help="integrator of the rollouts (default rk4; "
                         "semi_implicit_euler compiles a smaller gradient)")
@@ -399,6 +431,8 @@ def main(argv=None) -> dict:
     panda = reach(args.quick, args.integrator)
     if args.plot:
         plot(args.plot, cart, panda)
+    if args.gif:
+        save_gifs(args.gif, cart, panda)
     print(f"summary: cart-pole objective {cart['objective_start']:.3g} -> "
           f"{cart['objective']:.3g}, defect {cart['defect_start']:.2g} -> "
           f"{cart['defect']:.1e}, state error {cart['state_error']:.1e}; panda hand error "

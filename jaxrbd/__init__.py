@@ -21,6 +21,8 @@ from ._jit import compiler_options as compiler_options
 from ._jit import jit as jit
 from ._kinematics import forward_kinematics as forward_kinematics
 from ._model import Model as Model
+from ._model import CoupledModel as CoupledModel
+from ._coupling import couple as couple
 from ._rnea import bias_forces as bias_forces
 from ._rnea import gravity_forces as gravity_forces
 from ._rnea import inverse_dynamics as inverse_dynamics
@@ -71,6 +73,8 @@ from ._forces import AbstractForceElement as AbstractForceElement
 from ._forces import JointDamper as JointDamper
 from ._forces import JointFriction as JointFriction
 from ._forces import JointSpring as JointSpring
+from ._forces import PassiveJointForces as PassiveJointForces
+from ._forces import passive_forces as passive_forces
 from ._forces import PointToPointSpringDamper as PointToPointSpringDamper
 from ._forces import SpringDamperDrive as SpringDamperDrive
 from ._forces import UserForce as UserForce

@@ -29,6 +29,8 @@ from ._passes import velocities
 from ._rows import place_rows
 from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"]
 
@@ -41,8 +43,13 @@ __all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"
 ABA_WIDTH = 1
 
 
-def _project(A, Bk, C, Si, pi, taui):
-    """``U = IA S``, ``D = S^T U``, ``u = tau - S^T pA`` and ``IA - U U^T / D``."""
+def _project(A, Bk, C, Si, pi, taui, armi=None):
+    """``U = IA S``, ``D = S^T U + armature``, ``u = tau - S^T pA`` and ``IA - U U^T / D``.
+
+    The armature (reflected rotor inertia) adds to ``D`` only: it is inertia felt by the
+    joint's own coordinate, not by the body, so it never reaches ``IA`` or the parent
+    (Featherstone 2008, §9.4 on gears).
+    """
     # U's halves are computed apart and joined only for the caller: ``D`` from the
     # joined U made XLA materialise the join in a kernel of its own
     w, vv = al.ang(Si), al.lin(Si)
@@ -50,6 +57,8 @@ def _project(A, Bk, C, Si, pi, taui):
     Uv = al.mtv(Bk, w) + al.mv(C, vv)
     U = al.join(Uw, Uv)
     D = al.dot(w, Uw) + al.dot(vv, Uv)
+    if armi is not None:
+        D = D + armi
     Dinv = 1.0 / D
     k = Dinv[..., None, None, :]
     Ia = (A - k * al.outer(Uw, Uw), Bk - k * al.outer(Uw, Uv), C - k * al.outer(Uv, Uv))
@@ -67,7 +76,7 @@ def _unpack(row):
     return blk(0), blk(1), blk(2), row[..., 27:, :]
 
 
-def _root_inertia(buf, k, S, c, tau):
+def _root_inertia(buf, k, S, c, tau, arm):
     """The backward steps of the root joint's nodes ``k..1`` (`root_chain`).
 
     ``buf`` is the inertia pass's buffer after the scan over the other steps; row ``k``
@@ -89,18 +98,19 @@ def _root_inertia(buf, k, S, c, tau):
     Mi = jnp.stack([jnp.zeros_like(M)] + [x[0] for x in inner])
     pi = jnp.stack([jnp.zeros_like(p)] + [x[1] for x in inner])
     have_tau = tau is not None
-    xs = (S[1 : k + 1], Mi, pi) + ((c[1 : k + 1], tau[1 : k + 1]) if have_tau else ())
+    xs = (S[1 : k + 1], Mi, pi, arm[1 : k + 1])
+    xs += (c[1 : k + 1], tau[1 : k + 1]) if have_tau else ()
 
     def step(carry, x):
         M, p = carry
         Sj = x[0]
         U = al.dense_mul(M, Sj)
-        Dinv = 1.0 / al.dot(Sj, U)
+        Dinv = 1.0 / (al.dot(Sj, U) + x[3])
         M = M - U[:, None] * (U * Dinv[None])[None]
         ys = (U, Dinv)
         if have_tau:
-            u = x[4] - al.dot(Sj, p)
-            p = p + al.dense_mul(M, x[3]) + U * (Dinv * u)[None]
+            u = x[5] - al.dot(Sj, p)
+            p = p + al.dense_mul(M, x[4]) + U * (Dinv * u)[None]
             ys += (u,)
         return (M + x[1], p + x[2]), ys
 
@@ -140,8 +150,16 @@ def _root_acceleration(k, E, r, S, c, U, Dinv, u, a_world):
     return jax.lax.scan(step, a, xs)
 
 
-def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None, root=0):
+def node_armature(model, B):
+    """The armature of every node, world row 0 included: ``(nn, B)``."""
+    arm = jnp.concatenate([jnp.zeros((1,), model.armature.dtype), model.armature])
+    return jnp.broadcast_to(arm[:, None], (arm.shape[0], B))
+
+
+def _inertia_pass(s, E, r, S, Ic, arm, c=None, pA=None, tau=None, root=0):
     """Backward ABA pass. With ``pA`` it also propagates bias forces.
+
+    ``arm``: the armature of every node, ``(nn, B)`` (`node_armature`).
 
     The articulated inertia ``IA = [[A, Bk], [Bk^T, C]]`` and the bias force ``pA`` of
     every node live in ONE carried buffer ``(nbuf, 27 [+ 6], B)``: one read and one
@@ -155,7 +173,7 @@ def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None, root=0):
     A, Bk, C = al.inertia_blocks(pad_inertia(Ic, s))
     shape = lambda x: jnp.broadcast_to(x, x.shape[:-1] + (B,))
     buf = _pack(shape(A), shape(Bk), shape(C), None if pA is None else pad(pA, s))
-    xs = (pad_E(E, s), pad(r, s), pad_S(S, s))
+    xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(arm, s))
     if pA is not None:
         xs += (pad(c, s), pad(tau, s))
 
@@ -168,15 +186,15 @@ def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None, root=0):
     # overhead once a step has more than 8 of them (its thunk executor then runs them
     # as a concurrent graph instead of in sequence).
     def step(buf, idx, par, x):
-        Ei, ri, Si = x[:3]
+        Ei, ri, Si, armi = x[:4]
         A, Bk, C, pi = _unpack(take(buf, idx, once=True))
         if pA is None:
-            U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None)
+            U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None, armi)
             ys = jnp.concatenate([U, Dinv[..., None, :]], axis=-2)
             contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia))
         else:
-            ci, taui = x[3:]
-            U, Dinv, u, Ia = _project(A, Bk, C, Si, pi, taui)
+            ci, taui = x[4:]
+            U, Dinv, u, Ia = _project(A, Bk, C, Si, pi, taui, armi)
             pa = pi + al.blocks_mul(*Ia, ci) + U * (Dinv * u)[..., None, :]
             ys = jnp.concatenate([U, Dinv[..., None, :], u[..., None, :]], axis=-2)
             contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
@@ -187,7 +205,7 @@ def _inertia_pass(s, E, r, S, Ic, c=None, pA=None, tau=None, root=0):
     if not root:
         return ys, None
     Sb = jnp.broadcast_to(S, S.shape[:-1] + (B,))
-    return ys, _root_inertia(buf, root, Sb, c, tau)
+    return ys, _root_inertia(buf, root, Sb, c, tau, arm)
 
 
 def _bias_pass(s, E, r, S, U, Dinv, tau, root=None):
@@ -273,7 +291,8 @@ def aba_batched(model, q, qd, tau, f_ext=None):
     s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
     k = root_chain(model, s, B)
-    (U, Dinv, u), root = _inertia_pass(s, E, r, S, Ic, c=c, pA=pA, tau=tau_n, root=k)
+    arm = node_armature(model, B)
+    (U, Dinv, u), root = _inertia_pass(s, E, r, S, Ic, arm, c=c, pA=pA, tau=tau_n, root=k)
     a_world = gravity_acceleration(model, B, q.dtype)
     return _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world, root)
 
@@ -305,6 +324,8 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
     Example:
         >>> qdd = jaxrbd.forward_dynamics(model, q, jnp.zeros(model.nv), tau)
     """
+    if is_coupled(model):
+        return _coupling.forward_dynamics(model, q, qd, tau, f_ext, method)
     with jax.named_scope("jaxrbd.forward_dynamics"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         f_ext = check_f_ext(model, f_ext)
@@ -329,7 +350,7 @@ def minv_times_batched(model, q, tau):
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)
     k = root_chain(model, s, B)
-    (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, root=k)
+    (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, node_armature(model, B), root=k)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
     u, u_root = _bias_pass(s, E, r, S, U, Dinv, tau_n, root)
     a_world = jnp.zeros((6, 1), tau.dtype)
@@ -354,6 +375,8 @@ def minv_times(model, q, tau):
     Example:
         >>> x = jaxrbd.minv_times(model, q, jnp.eye(model.nv))   # = inv(H)
     """
+    if is_coupled(model):
+        return _coupling.minv_times(model, q, tau)
     with jax.named_scope("jaxrbd.minv_times"):
         (q,) = check_state(model, q=q)
         from ._common import _as_float

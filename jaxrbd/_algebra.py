@@ -9,13 +9,17 @@ call) and its components come just before it:
 | 3x3 matrix | ``(..., 3, 3, B)`` |
 | motion / force 6-vector ``[angular; linear]`` | ``(..., 6, B)`` |
 | Plücker transform ``X(E, r)`` | ``E (..., 3, 3, B)``, ``r (..., 3, B)`` |
-| rigid-body inertia (compact) | ``(..., 10, B)``: ``[m, h = m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` about the origin |
+| rigid-body inertia (compact) | ``(..., 10, B)``: ``[m, h = m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` |
 | articulated inertia | blocks ``A, Bk, C`` (``(..., 3, 3, B)`` each) of ``[[A, Bk], [Bk^T, C]]`` |
 
-Leading axes (bodies, levels) broadcast. Products are written as explicit sums of
-elementwise products (seed 000 §7.3: rotation + translation instead of dense 6x6), so
-XLA fuses them into loops vectorised along the contiguous batch axis instead of
-lowering tiny batched ``dot_general``s.
+The compact inertia's rotational part is about the frame origin.
+
+Leading axes (bodies, levels) broadcast. Transforms act as a rotation and a
+translation instead of dense 6x6 matrices (Featherstone 2008, Table 2.8), and products
+are written as explicit sums of elementwise products, so XLA fuses them into loops
+vectorised along the contiguous batch axis instead of lowering tiny batched
+``dot_general``s. The public `jaxrbd.spatial` runs these same formulas with a unit batch
+axis.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import jax.numpy as jnp
 
 
 def vec(x, y, z):
+    """A 3-vector ``(..., 3, B)`` from its components ``(..., B)``."""
     return jnp.stack([x, y, z], axis=-2)
 
 

@@ -7,11 +7,58 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["Body", "Transform", "check_inertia"]
+__all__ = ["Body", "Transform", "check_inertia", "inertia_inconsistency", "INERTIA_CHECKS"]
 
 
-def check_inertia(name: str, mass: float, com: np.ndarray, inertia: np.ndarray) -> None:
-    """Raise ``ValueError`` naming ``name`` if (mass, com, inertia) is not physical."""
+#: what the builder and the loaders do with a physically inconsistent inertia
+INERTIA_CHECKS = ("warn", "error", "ignore")
+
+
+def check_inertia_option(inertia_check: str) -> str:
+    """``inertia_check`` validated: one of `INERTIA_CHECKS`."""
+    if inertia_check not in INERTIA_CHECKS:
+        raise ValueError(
+            f"inertia_check={inertia_check!r}, expected one of {', '.join(map(repr, INERTIA_CHECKS))}"
+        )
+    return inertia_check
+
+
+def inertia_inconsistency(mass: float, inertia: np.ndarray) -> str | None:
+    """Why a finite, symmetric rotational inertia is not physical, or ``None``.
+
+    Rounding in CAD exports leaves many real inertias slightly outside the physical set
+    (principal moments violating the triangle inequality by a fraction of a percent,
+    eigenvalues of -1e-8): the message says by how much, so a user can judge.
+    """
+    scale = max(1.0, float(np.abs(inertia).max()))
+    eig = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+    tol = 1e-10 * scale
+    if eig[0] < -tol:
+        return (
+            f"inertia is not positive semidefinite (eigenvalues {eig.tolist()}; smallest "
+            f"{eig[0]:.3g})"
+        )
+    # Principal moments of a real body satisfy the triangle inequality.
+    if eig[0] + eig[1] < eig[2] - tol:
+        excess = eig[2] - eig[0] - eig[1]
+        return (
+            f"inertia violates the triangle inequality (principal moments {eig.tolist()}: "
+            f"{eig[0]:.6g} + {eig[1]:.6g} < {eig[2]:.6g}, by {excess:.3g} = "
+            f"{100 * excess / max(eig[2], 1e-300):.3g} % of the largest)"
+        )
+    return None
+
+
+def check_inertia(
+    name: str, mass: float, com: np.ndarray, inertia: np.ndarray, inertia_check: str = "error"
+) -> str | None:
+    """Check ``(mass, com, inertia)`` of body ``name``.
+
+    Non-finite numbers, a negative mass, wrong shapes and a non-symmetric inertia always
+    raise ``ValueError`` naming the body. A finite, symmetric but physically inconsistent
+    inertia (`inertia_inconsistency`) raises under ``inertia_check="error"`` and is
+    returned as a message otherwise (the builder gathers them into one warning).
+    """
     if not np.isfinite(mass):
         raise ValueError(f"body {name!r}: mass {mass} is not finite")
     if mass < 0:
@@ -25,18 +72,10 @@ def check_inertia(name: str, mass: float, com: np.ndarray, inertia: np.ndarray) 
     scale = max(1.0, float(np.abs(inertia).max()))
     if not np.allclose(inertia, inertia.T, rtol=0.0, atol=1e-9 * scale):
         raise ValueError(f"body {name!r}: inertia is not symmetric:\n{inertia}")
-    eig = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
-    tol = 1e-10 * scale
-    if eig[0] < -tol:
-        raise ValueError(
-            f"body {name!r}: inertia is not positive semidefinite (eigenvalues {eig.tolist()})"
-        )
-    # Principal moments of a real body satisfy the triangle inequality.
-    if eig[0] + eig[1] < eig[2] - tol:
-        raise ValueError(
-            f"body {name!r}: inertia violates the triangle inequality "
-            f"(principal moments {eig.tolist()}: {eig[0]:.6g} + {eig[1]:.6g} < {eig[2]:.6g})"
-        )
+    why = inertia_inconsistency(mass, inertia)
+    if why is not None and check_inertia_option(inertia_check) == "error":
+        raise ValueError(f"body {name!r}: {why}")
+    return why
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,15 +93,18 @@ class Body:
     com: Sequence[float] = (0.0, 0.0, 0.0)
     inertia: Sequence[Sequence[float]] | np.ndarray = ((0.0, 0.0, 0.0),) * 3
 
-    def arrays(self, name: str = "?") -> tuple[float, np.ndarray, np.ndarray]:
-        """Checked ``(mass, com (3,), inertia (3, 3))`` as float64 numpy."""
+    def arrays(
+        self, name: str = "?", inertia_check: str = "error"
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        """Checked ``(mass, com (3,), inertia (3, 3))`` as float64 numpy (see
+        `check_inertia` for what ``inertia_check`` relaxes)."""
         try:
             mass = float(self.mass)
             com = np.asarray(self.com, dtype=np.float64)
             inertia = np.asarray(self.inertia, dtype=np.float64)
         except (TypeError, ValueError) as e:
             raise ValueError(f"body {name!r}: mass properties are not numeric ({e})") from None
-        check_inertia(name, mass, com, inertia)
+        check_inertia(name, mass, com, inertia, inertia_check)
         return mass, com, inertia
 
 

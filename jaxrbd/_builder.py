@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
-from ._body import Body, Transform
+from ._body import Body, Transform, check_inertia_option
 from ._model import Model
 from .joints import JointSpec
 
@@ -33,7 +34,7 @@ class _Entry:
     E: np.ndarray  # Featherstone placement, parent -> joint coordinates
     r: np.ndarray
     joint_name: str
-    limits: dict  # lower, upper (nq,), velocity_limit, effort_limit, damping, friction (nv,)
+    limits: dict  # lower, upper, spring_reference (nq,); per-DoF arrays (nv,)
 
 
 class ModelBuilder:
@@ -50,11 +51,25 @@ class ModelBuilder:
         (1, 1, ('world', 'link1'))
     """
 
-    def __init__(self, gravity: Sequence[float] = (0.0, 0.0, -9.81)):
+    def __init__(
+        self, gravity: Sequence[float] = (0.0, 0.0, -9.81), *, inertia_check: str = "warn"
+    ):
+        """
+        Args:
+            gravity: `(3,)` gravitational acceleration in world coordinates [m/s²].
+            inertia_check: what a finite but physically inconsistent inertia (principal
+                moments violating the triangle inequality, slightly negative eigenvalues
+                from rounding) does: ``"warn"`` (default: one `UserWarning` at `build`
+                naming every such body and by how much), ``"error"`` (``ValueError`` at
+                `add_body`) or ``"ignore"``. Non-finite numbers, negative masses and
+                non-symmetric inertias are always errors.
+        """
         g = np.asarray(gravity, dtype=np.float64)
         if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise ValueError(f"gravity must be a finite 3-vector, got {gravity!r}")
         self.gravity = g
+        self.inertia_check = check_inertia_option(inertia_check)
+        self._inconsistent: list[tuple[str, str]] = []  # (body, why)
         self._entries: list[_Entry] = []
         self._ids: dict[str, int] = {"world": 0}
         self.world_inertia = np.zeros(10)
@@ -85,6 +100,11 @@ class ModelBuilder:
         effort_limit=None,
         damping=None,
         friction=None,
+        stiffness=None,
+        spring_reference=None,
+        armature=None,
+        rotor_inertia=None,
+        gear_ratio=None,
     ) -> int:
         """Add a body attached to ``parent`` by ``joint``; returns its id.
 
@@ -104,6 +124,14 @@ class ModelBuilder:
             damping: viscous damping coefficients (``>= 0``, default 0), kept on the
                 model as data (see `Model`).
             friction: dry friction coefficients, as ``damping``.
+            stiffness: joint spring stiffness (``>= 0``, default 0), as ``damping``.
+            spring_reference: where the joint spring is relaxed, one per ``q``
+                coordinate (default: the joint's neutral configuration).
+            armature: reflected rotor inertia per velocity coordinate (``>= 0``,
+                default 0) [kg m² or kg]: part of the dynamics (``H + diag``).
+            rotor_inertia, gear_ratio: the armature as Pinocchio gives it,
+                ``rotor_inertia * gear_ratio**2`` (both per velocity coordinate; give
+                these or ``armature``, not both).
 
         Raises:
             ValueError: unknown parent, duplicate name, non-physical inertia, bad
@@ -119,11 +147,16 @@ class ModelBuilder:
         if any(e.joint_name == jname for e in self._entries):
             raise ValueError(f"body {name!r}: duplicate joint name {jname!r}")
         pid = self._parent_id(parent, name)
-        mass, com, Ic = (body or Body()).arrays(name)
+        mass, com, Ic = (body or Body()).arrays(name, self.inertia_check)
         R, p = (placement or Transform()).arrays(name)
+        armature = _armature(name, armature, rotor_inertia, gear_ratio)
         limits = _joint_limits(
-            name, joint, lower, upper, velocity_limit, effort_limit, damping, friction
+            name, joint, lower, upper, velocity_limit, effort_limit, damping, friction,
+            stiffness, spring_reference, armature,
         )
+        why = _inconsistency(mass, Ic)
+        if why is not None and self.inertia_check == "warn":
+            self._inconsistent.append((name, why))
         self._entries.append(
             _Entry(name, pid, joint, inertia_vector(mass, com, Ic), R.T.copy(), p.copy(), jname,
                    limits)
@@ -154,6 +187,15 @@ class ModelBuilder:
     def build(self, dtype=None) -> Model:
         """Freeze into a `Model` whose leaves have ``dtype`` (JAX's default float)."""
         dtype = dtype or jnp.zeros(()).dtype  # float64 under jax_enable_x64, else float32
+        if self._inconsistent:
+            lines = "\n".join(f"  {name!r}: {why}" for name, why in self._inconsistent)
+            warnings.warn(
+                f"{len(self._inconsistent)} bodies have physically inconsistent inertias "
+                f"(kept as given; inertia_check='error' refuses them, 'ignore' silences "
+                f"this):\n{lines}",
+                UserWarning,
+                stacklevel=2,
+            )
         nb = len(self._entries) + 1
         names = ["world"] + [e.name for e in self._entries]
         body_parent = [-1] + [e.parent for e in self._entries]
@@ -206,6 +248,9 @@ class ModelBuilder:
             effort_limit=jnp.asarray(cat("effort_limit", nv), dtype),
             damping=jnp.asarray(cat("damping", nv), dtype),
             friction=jnp.asarray(cat("friction", nv), dtype),
+            stiffness=jnp.asarray(cat("stiffness", nv), dtype),
+            spring_reference=jnp.asarray(cat("spring_reference", nq), dtype),
+            armature=jnp.asarray(cat("armature", nv), dtype),
             body_names=tuple(names),
             body_parent=tuple(body_parent),
             body_node=tuple(body_node),
@@ -232,7 +277,34 @@ def _fixed():
 _QUATERNION_COORDS = {"spherical": slice(0, 4), "free": slice(3, 7)}
 
 
-def _joint_limits(name, joint, lower, upper, velocity_limit, effort_limit, damping, friction):
+def _inconsistency(mass, Ic):
+    from ._body import inertia_inconsistency
+
+    return inertia_inconsistency(mass, Ic)
+
+
+def _armature(name, armature, rotor_inertia, gear_ratio):
+    """``armature`` or ``rotor_inertia * gear_ratio**2`` (None when neither is given)."""
+    if rotor_inertia is None and gear_ratio is None:
+        return armature
+    if armature is not None:
+        raise ValueError(f"body {name!r}: give armature or rotor_inertia/gear_ratio, not both")
+    if rotor_inertia is None or gear_ratio is None:
+        raise ValueError(f"body {name!r}: rotor_inertia and gear_ratio go together")
+    try:
+        ri = np.asarray(rotor_inertia, dtype=np.float64)
+        n = np.asarray(gear_ratio, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"body {name!r}: rotor_inertia and gear_ratio must be numbers") from None
+    if not (np.all(np.isfinite(ri)) and np.all(np.isfinite(n))):
+        raise ValueError(f"body {name!r}: rotor_inertia and gear_ratio must be finite")
+    return ri * n**2
+
+
+def _joint_limits(
+    name, joint, lower, upper, velocity_limit, effort_limit, damping, friction,
+    stiffness=None, spring_reference=None, armature=None,
+):
     """Per-coordinate limit arrays of one joint, checked; ValueError names the body."""
     nq, nv = joint.nq, len(joint.columns)
 
@@ -252,9 +324,14 @@ def _joint_limits(name, joint, lower, upper, velocity_limit, effort_limit, dampi
         return a
 
     if joint.kind == "fixed" and any(
-        x is not None for x in (lower, upper, velocity_limit, effort_limit, damping, friction)
+        x is not None
+        for x in (lower, upper, velocity_limit, effort_limit, damping, friction, stiffness,
+                  spring_reference, armature)
     ):
-        raise ValueError(f"body {name!r}: a fixed joint has no limits, damping or friction")
+        raise ValueError(
+            f"body {name!r}: a fixed joint has no limits, damping, friction, stiffness, "
+            "spring reference or armature"
+        )
     lo = arr("lower", lower, nq, -np.inf)
     hi = arr("upper", upper, nq, np.inf)
     quat = _QUATERNION_COORDS.get(joint.kind)
@@ -262,15 +339,24 @@ def _joint_limits(name, joint, lower, upper, velocity_limit, effort_limit, dampi
         lo[quat], hi[quat] = -np.inf, np.inf
     if (lo > hi).any():
         raise ValueError(f"body {name!r}: lower limit {lo} above upper limit {hi}")
-    out = {"lower": lo, "upper": hi}
+    ref = arr("spring_reference", spring_reference, nq, 0.0)
+    if not np.all(np.isfinite(ref)):
+        raise ValueError(f"body {name!r}: spring_reference must be finite, got {ref}")
+    if spring_reference is None and quat is not None:
+        ref[quat.start] = 1.0  # identity quaternion
+    out = {"lower": lo, "upper": hi, "spring_reference": ref}
     for key, x, default in (
         ("velocity_limit", velocity_limit, np.inf),
         ("effort_limit", effort_limit, np.inf),
         ("damping", damping, 0.0),
         ("friction", friction, 0.0),
+        ("stiffness", stiffness, 0.0),
+        ("armature", armature, 0.0),
     ):
         a = arr(key, x, nv, default)
         if (a < 0).any():
             raise ValueError(f"body {name!r}: {key} must be >= 0, got {a}")
+        if key in ("stiffness", "armature") and not np.all(np.isfinite(a)):
+            raise ValueError(f"body {name!r}: {key} must be finite, got {a}")
         out[key] = a
     return out

@@ -1,4 +1,4 @@
-"""``python -m jaxrbd info`` and ``python -m jaxrbd bench``: a quick look at a URDF robot."""
+"""``python -m jaxrbd info``, ``bench`` and ``view``: a quick look at a URDF or MJCF robot."""
 
 from __future__ import annotations
 
@@ -7,20 +7,49 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["bench", "info"]
+__all__ = ["bench", "info", "load", "view"]
+
+MJCF_SUFFIXES = (".xml", ".mjcf")
+
+
+def is_mjcf(path: str) -> bool:
+    return str(path).lower().endswith(MJCF_SUFFIXES)
+
+
+def load(path: str, floating_base: bool = False):
+    """A URDF (``.urdf``) or MJCF (``.xml``, ``.mjcf``) file -> `Model`.
+
+    MJCF files go through `jaxrbd.io.load_mjcf` (MuJoCo's compiler), which decides the
+    root joint itself: ``floating_base`` is for URDF files.
+    """
+    if not is_mjcf(path):
+        from .io import load_urdf
+
+        return load_urdf(path, floating_base=floating_base)
+    if floating_base:
+        raise ValueError(
+            "--floating-base is for URDF files; an MJCF model declares its free joint "
+            "(<freejoint/>) itself"
+        )
+    try:
+        from .io import load_mjcf
+    except ImportError as e:
+        raise ValueError(f"MJCF files need jaxrbd.io.load_mjcf, which is not available: {e}") from e
+    try:
+        return load_mjcf(path)
+    except ImportError as e:  # MuJoCo itself is missing
+        raise ValueError(str(e)) from e
 
 
 def _load(path: str, floating_base: bool, float32: bool):
     import jax
 
     jax.config.update("jax_enable_x64", not float32)
-    from .io import load_urdf
-
-    return load_urdf(path, floating_base=floating_base)
+    return load(path, floating_base)
 
 
 def info(path: str, floating_base: bool = False) -> str:
-    """The summary of a URDF robot: tree, sizes, masses and joint limits (as text).
+    """The summary of a URDF or MJCF robot: tree, sizes, masses and joint limits (as text).
 
     Example:
         >>> import pathlib
@@ -68,7 +97,7 @@ def bench(
     repeats: int = 5,
     float32: bool = False,
 ) -> list[dict]:
-    """Time the main algorithms on a URDF robot, single state and batched; prints a table.
+    """Time the main algorithms on a URDF or MJCF robot, single state and batched; prints a table.
 
     Returns one row per (function, batch): compile time and the per-sample time [µs].
     """
@@ -101,3 +130,34 @@ def bench(
             rows.append({"function": name, "batch": n, "compile_s": compile_s, "per_sample_us": per})
             print(f"{name:28s} {n:6d} {compile_s:12.2f} {per:16.2f}")
     return rows
+
+
+def view(
+    path: str,
+    floating_base: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    package_dirs: Sequence[str] = (),
+    collision: bool = False,
+    timeout: float | None = None,
+):
+    """Serve a URDF or MJCF robot in the browser viewer with a slider per joint.
+
+    Blocks until Ctrl-C (or ``timeout`` seconds), then stops the server. Prints the URL.
+    """
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from .viewer import Viewer
+
+    model = load(path, floating_base)
+    viewer = Viewer(model, path, package_dirs=package_dirs, collision=collision, host=host,
+                    port=port)
+    try:
+        viewer.add_joint_sliders()
+        print(f"{path}: nq={model.nq}, nv={model.nv}, {model.nbodies} bodies")
+        print(f"viewer at {viewer.url}  (Ctrl-C to stop)", flush=True)
+        viewer.wait(timeout)
+    finally:
+        viewer.close()
+    return 0

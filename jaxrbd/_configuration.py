@@ -17,6 +17,8 @@ from ._rotation import (
     so3_left_jacobian,
     so3_left_jacobian_inv,
 )
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = ["integrate", "difference", "neutral_configuration", "random_configuration"]
 
@@ -110,6 +112,8 @@ def integrate(model, q, v, dt=1.0):
     Example:
         >>> q1 = jaxrbd.integrate(model, jaxrbd.neutral_configuration(model), jnp.ones(model.nv), 0.1)
     """
+    if is_coupled(model):
+        return _coupling.integrate(model, q, v, dt)
     with jax.named_scope("jaxrbd.integrate"):
         q, v = check_state(model, q=q, v=v)
         dt = _as_float("dt", dt, model.dtype)
@@ -131,6 +135,8 @@ def difference(model, q0, q1):
     Example:
         >>> v = jaxrbd.difference(model, q0, q1)
     """
+    if is_coupled(model):
+        return _coupling.difference(model, q0, q1)
     with jax.named_scope("jaxrbd.difference"):
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         q1 = check_vector("q1", q1, model.nq, "model.nq", model.dtype)
@@ -146,6 +152,8 @@ def neutral_configuration(model):
     Example:
         >>> q = jaxrbd.neutral_configuration(model)
     """
+    if is_coupled(model):
+        return _coupling.neutral_configuration(model)
     q = np.zeros(model.nq)
     for b in range(1, model.nbodies):
         if model.joint_kind[b] == "spherical":
@@ -168,6 +176,8 @@ def random_configuration(model, key, scale=1.0):
     Example:
         >>> q = jaxrbd.random_configuration(model, jax.random.key(0))
     """
+    if is_coupled(model):
+        return _coupling.random_configuration(model, key, scale)
     k1, k2 = jax.random.split(key)
     q = jax.random.uniform(k1, (model.nq,), model.dtype, -scale, scale)
     g = jax.random.normal(k2, (model.nq,), model.dtype)

@@ -17,7 +17,8 @@ purely translational rows in world axes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
@@ -28,6 +29,7 @@ from jaxtyping import Array, Float
 from . import _algebra as al
 from ._body import Transform
 from ._common import Xup_and_S, check_state, sched
+from ._configuration import integrate
 from ._jcalc import joint_velocity_terms, tables
 from ._kinematics import (
     _world_acceleration_at,
@@ -40,6 +42,8 @@ from ._kinematics import (
 from ._passes import velocities_accelerations
 from ._rotation import log_quat
 from ._vmap import native_vmap
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = [
     "ConstraintSet",
@@ -111,11 +115,24 @@ def _items(items, what, lengths):
     return items
 
 
+@dataclasses.dataclass(frozen=True)
+class _Custom:
+    """A user constraint (static): ``function(model, q) -> (size,)`` and optional
+    ``jacobian(model, q) -> (size, nv)`` and ``bias(model, q, qd) -> (size,)``."""
+
+    function: Callable
+    size: int
+    jacobian: Callable | None = None
+    bias: Callable | None = None
+    name: str = "custom"
+
+
 # ---------------------------------------------------------------- the set
 
 
 class ConstraintSet(eqx.Module):
-    """Bilateral constraints on a model: points, 3-D contacts, welds and loop closures.
+    """Bilateral constraints on a model: points, 3-D contacts, welds, loop closures and
+    custom position-level constraints.
 
     Build one with the constructors below (host-side, no model needed: bodies are names
     or ids, resolved when a function uses the set) and combine them with ``+`` or
@@ -152,11 +169,14 @@ class ConstraintSet(eqx.Module):
     row_constraint: tuple[int, ...] = eqx.field(static=True)  # per row
     row_local: tuple[bool, ...] = eqx.field(static=True)  # per row: axes in frame A
     stabilised: bool = eqx.field(static=True)
+    custom_fns: tuple = eqx.field(static=True, default=())  # per constraint: _Custom or None
 
     def __check_init__(self):
         nf, m = len(self.bodies), len(self.row_constraint)
         if nf != 2 * len(self.kinds) or len(self.row_local) != m:
             raise ValueError("ConstraintSet: inconsistent static structure")
+        if self.custom_fns and len(self.custom_fns) != len(self.kinds):
+            raise ValueError("ConstraintSet: inconsistent custom constraint table")
         if self.rotation.shape[-3:] != (nf, 3, 3) or self.point.shape[-2:] != (nf, 3):
             raise ValueError(
                 f"ConstraintSet: rotation {self.rotation.shape} / point {self.point.shape} "
@@ -178,6 +198,10 @@ class ConstraintSet(eqx.Module):
     def __len__(self) -> int:
         return self.size
 
+    def _fns(self) -> tuple:
+        """Per constraint: its `_Custom` entry or None."""
+        return self.custom_fns or (None,) * len(self.kinds)
+
     @property
     def num_constraints(self) -> int:
         """Number of constraints (points, contacts, welds, loops) in the set."""
@@ -185,7 +209,7 @@ class ConstraintSet(eqx.Module):
 
     # ---- construction
     @classmethod
-    def _build(cls, kinds, frames, rows, stabilised):
+    def _build(cls, kinds, frames, rows, stabilised, custom_fns=()):
         """``frames``: list of (body, R, p); ``rows``: list of (constraint, axis, local, alpha, beta)."""
         dt = jnp.zeros(()).dtype  # JAX's default float dtype
         arr = lambda x: jnp.asarray(np.asarray(x, np.float64), dt)
@@ -200,6 +224,7 @@ class ConstraintSet(eqx.Module):
             row_constraint=tuple(int(r[0]) for r in rows),
             row_local=tuple(bool(r[2]) for r in rows),
             stabilised=bool(stabilised),
+            custom_fns=tuple(custom_fns),
         )
 
     @classmethod
@@ -341,6 +366,54 @@ class ConstraintSet(eqx.Module):
         return cls._build(["loop"] * len(items), frames, rows, stab)
 
     @classmethod
+    def custom(
+        cls, function, size, jacobian=None, bias=None, baumgarte=None, name="custom"
+    ) -> ConstraintSet:
+        """A user-defined position-level constraint ``φ(q) = 0`` (RBDL's
+        ``AddCustomConstraint``), usable wherever a `ConstraintSet` is.
+
+        ``function(model, q)`` returns the residual ``φ`` `(size,)` (a pure JAX
+        function of the configuration). Its rows are ``G q̇ = d/dt φ``: ``G`` is the
+        derivative of ``φ`` along `integrate` (so for free and spherical joints it acts
+        on body velocities), by forward-mode AD unless ``jacobian`` is given; the bias
+        ``γ = -Ġ q̇`` is the derivative of ``G q̇`` along the motion, by AD of ``G``,
+        unless ``bias`` is given. The multipliers are generalized forces along the rows
+        (``Gᵀ λ`` enters the equations of motion).
+
+        Args:
+            function: ``(model, q) -> (size,)``, the residual [any unit].
+            size: number of rows (a positive int).
+            jacobian: optional ``(model, q) -> (size, nv)``, ``G`` (the rows' rates are
+                ``G q̇``).
+            bias: optional ``(model, q, qd) -> (size,)``, ``γ = -Ġ q̇`` without
+                Baumgarte terms.
+            baumgarte: ``None`` or ``(alpha, beta)`` [1/s], applied to ``φ``.
+            name: a label for printing.
+
+        Example:
+            >>> # keep the tip of body_3 at height -2.5 (one row)
+            >>> tip = lambda m, q: jaxrbd.point_position(m, q, "body_3", jnp.array([0.0, 0.0, -1.0]))[2:] + 2.5
+            >>> cs = jaxrbd.ConstraintSet.custom(tip, 1)
+            >>> G = jaxrbd.constraint_jacobian(model, q, cs)
+            >>> Gp = jaxrbd.point_jacobian(model, q, "body_3", jnp.array([0.0, 0.0, -1.0]))[2:]
+            >>> bool(jnp.allclose(G, Gp))
+            True
+        """
+        what = "ConstraintSet.custom"
+        if not callable(function):
+            raise TypeError(f"{what}: function must be callable (model, q) -> (size,), got {function!r}")
+        for label, f in (("jacobian", jacobian), ("bias", bias)):
+            if f is not None and not callable(f):
+                raise TypeError(f"{what}: {label} must be callable or None, got {f!r}")
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+            raise ValueError(f"{what}: size must be a positive int, got {size!r}")
+        alpha, beta, stab = _baumgarte(baumgarte, what)
+        frames = [(0, np.eye(3), np.zeros(3)), (0, np.eye(3), np.zeros(3))]
+        rows = [(0, np.zeros(6), False, alpha, beta) for _ in range(int(size))]
+        entry = _Custom(function, int(size), jacobian, bias, str(name))
+        return cls._build(["custom"], frames, rows, stab, (entry,))
+
+    @classmethod
     def concat(cls, sets: Sequence[ConstraintSet]) -> ConstraintSet:
         """Concatenate sets; rows (and multipliers) in the order given.
 
@@ -367,6 +440,9 @@ class ConstraintSet(eqx.Module):
             ),
             row_local=sum((s.row_local for s in sets), ()),
             stabilised=any(s.stabilised for s in sets),
+            custom_fns=sum((s._fns() for s in sets), ())
+            if any(s.custom_fns for s in sets)
+            else (),
         )
 
     def __add__(self, other):
@@ -488,6 +564,77 @@ def _frame_jacobians(model, bodies, E0n, r0n, S0, P_body):
     return jnp.swapaxes(J, -1, -2)
 
 
+# ---------------------------------------------------------------- custom rows
+
+
+def _custom_blocks(cs):
+    """Static ``[(rows, entry)]`` of the custom constraints of ``cs``."""
+    con = np.asarray(cs.row_constraint, dtype=np.int64)
+    return [(np.flatnonzero(con == k), e) for k, e in enumerate(cs._fns()) if e is not None]
+
+
+def _user_array(x, shape, e, what, dtype):
+    x = jnp.asarray(x)
+    if x.shape != shape:
+        raise ValueError(
+            f"ConstraintSet.custom {e.name!r}: {what} returned shape {x.shape}, expected {shape}"
+        )
+    return x.astype(dtype)
+
+
+def _custom_phi(model, q, e):
+    return _user_array(e.function(model, q), (e.size,), e, "function", model.dtype)
+
+
+def _custom_G(model, q, e):
+    """``G`` `(size, nv)`: supplied, or the derivative of ``φ`` along `integrate`."""
+    if e.jacobian is not None:
+        return _user_array(e.jacobian(model, q), (e.size, model.nv), e, "jacobian", model.dtype)
+    v0 = jnp.zeros(model.nv, model.dtype)
+    return jax.jacfwd(lambda v: _custom_phi(model, integrate(model, q, v), e))(v0)
+
+
+def _custom_rates(model, q, qd, e):
+    """``G``, ``G q̇`` and ``-Ġ q̇`` (supplied, or by differentiating ``G`` along the motion:
+    ``q(s) = integrate(q, s q̇)`` agrees with the motion to first order)."""
+    if e.bias is not None:
+        G = _custom_G(model, q, e)
+        gamma = _user_array(e.bias(model, q, qd), (e.size,), e, "bias", model.dtype)
+        return G, G @ qd, gamma
+    s0 = jnp.zeros((), model.dtype)
+    G, dG = jax.jvp(lambda s: _custom_G(model, integrate(model, q, s * qd), e), (s0,), (jnp.ones_like(s0),))
+    return G, G @ qd, -(dG @ qd)
+
+
+def _custom_fill(model, q, qd, cs, G=None, gamma=None, Gqd=None, with_residual_terms=True):
+    """Overwrite the custom rows of ``G``, ``gamma`` and ``Gqd`` (whichever are given)."""
+    for rows, e in _custom_blocks(cs):
+        if qd is None:
+            G = G.at[rows].set(_custom_G(model, q, e))
+            continue
+        Gc, Gqd_c, gam = _custom_rates(model, q, qd, e)
+        if G is not None:
+            G = G.at[rows].set(Gc)
+        if Gqd is not None:
+            Gqd = Gqd.at[rows].set(Gqd_c)
+        if gamma is not None:
+            if with_residual_terms and cs.stabilised:
+                alpha = cs.alpha.astype(model.dtype)[rows]
+                beta = cs.beta.astype(model.dtype)[rows]
+                gam = gam - 2.0 * alpha * Gqd_c - beta * beta * _custom_phi(model, q, e)
+            gamma = gamma.at[rows].set(gam)
+    return G, gamma, Gqd
+
+
+def residual(model, q, cs, bodies):
+    """``φ(q)`` of every row: frame rows from the poses, custom rows from their functions."""
+    R, o = _frame_poses(model, q, cs, bodies)
+    phi = _residual(cs, R, o)
+    for rows, e in _custom_blocks(cs):
+        phi = phi.at[rows].set(_custom_phi(model, q, e))
+    return phi
+
+
 def _jacobian_from(cs, T, J):
     dJ = J[0::2] - J[1::2]
     return jnp.einsum("mi,min->mn", T, dJ[np.asarray(cs.row_constraint, dtype=np.int64)])
@@ -496,7 +643,8 @@ def _jacobian_from(cs, T, J):
 def _jacobian(model, q, cs, bodies, R):
     E0n, r0n, S0 = node_jacobian(model, q)
     J = _frame_jacobians(model, bodies, E0n, r0n, S0, cs.point.astype(model.dtype))
-    return _jacobian_from(cs, _row_axes(cs, R, model.dtype)[0], J)
+    G = _jacobian_from(cs, _row_axes(cs, R, model.dtype)[0], J)
+    return _custom_fill(model, q, None, cs, G=G)[0]
 
 
 def terms(model, q, qd, cs, bodies):
@@ -505,7 +653,9 @@ def terms(model, q, qd, cs, bodies):
     R, o, dV, dA, wA = _velocity_terms(model, cs, bodies, E0n, r0n, v, a)
     gamma, _ = _bias_from(model, cs, R, o, dV, dA, wA, True)
     J = _frame_jacobians(model, bodies, E0n, r0n, S0, cs.point.astype(model.dtype))
-    return _jacobian_from(cs, _row_axes(cs, R, model.dtype)[0], J), gamma
+    G = _jacobian_from(cs, _row_axes(cs, R, model.dtype)[0], J)
+    G, gamma, _ = _custom_fill(model, q, qd, cs, G=G, gamma=gamma)
+    return G, gamma
 
 
 def _velocity_terms(model, cs, bodies, E0n, r0n, vn, an):
@@ -548,7 +698,11 @@ def _bias_from(model, cs, R, o, dV, dA, wA, with_residual_terms):
 def _bias(model, q, qd, cs, bodies, with_residual_terms=True):
     E0n, r0n, v, a, _ = _node_terms(model, q, qd)
     vt = _velocity_terms(model, cs, bodies, E0n, r0n, v, a)
-    return _bias_from(model, cs, *vt, with_residual_terms)
+    gamma, Gqd = _bias_from(model, cs, *vt, with_residual_terms)
+    _, gamma, Gqd = _custom_fill(
+        model, q, qd, cs, gamma=gamma, Gqd=Gqd, with_residual_terms=with_residual_terms
+    )
+    return gamma, Gqd
 
 
 def constraint_jacobian(model, q, constraints):
@@ -571,6 +725,8 @@ def constraint_jacobian(model, q, constraints):
         >>> bool(jnp.allclose(G, jaxrbd.point_jacobian(model, q, "body_3", jnp.array([0.0, 0.0, -1.0]))))
         True
     """
+    if is_coupled(model):
+        return _coupling.constraint_jacobian(model, q, constraints)
     with jax.named_scope("jaxrbd.constraint_jacobian"):
         bodies = _resolve(model, constraints)
         (q,) = check_state(model, q=q)
@@ -600,6 +756,8 @@ def constraint_bias(model, q, qd, constraints):
         >>> bool(jnp.allclose(gamma, -drift))
         True
     """
+    if is_coupled(model):
+        return _coupling.constraint_bias(model, q, qd, constraints)
     with jax.named_scope("jaxrbd.constraint_bias"):
         bodies = _resolve(model, constraints)
         q, qd = check_state(model, q=q, qd=qd)
@@ -628,11 +786,12 @@ def constraint_residual(model, q, constraints):
         >>> bool(jnp.allclose(phi[0], jaxrbd.point_position(model, q, "body_3", jnp.array([0.0, 0.0, -1.0]))[2]))
         True
     """
+    if is_coupled(model):
+        return _coupling.constraint_residual(model, q, constraints)
     with jax.named_scope("jaxrbd.constraint_residual"):
         bodies = _resolve(model, constraints)
         (q,) = check_state(model, q=q)
-        R, o = _frame_poses(model, q, constraints, bodies)
-        return _residual(constraints, R, o)
+        return residual(model, q, constraints, bodies)
 
 
 def constraint_velocity_residual(model, q, qd, constraints):
@@ -652,6 +811,8 @@ def constraint_velocity_residual(model, q, qd, constraints):
         >>> bool(jnp.allclose(r, jaxrbd.constraint_jacobian(model, q, cs) @ qd))
         True
     """
+    if is_coupled(model):
+        return _coupling.constraint_velocity_residual(model, q, qd, constraints)
     with jax.named_scope("jaxrbd.constraint_velocity_residual"):
         bodies = _resolve(model, constraints)
         q, qd = check_state(model, q=q, qd=qd)

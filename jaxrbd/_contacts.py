@@ -33,9 +33,11 @@ import jax.numpy as jnp
 from . import _linalg
 from ._common import _as_float, check_f_ext, check_state
 from ._configuration import integrate
-from ._constraints import _frame_poses, _jacobian, _residual, _resolve, terms
+from ._constraints import _frame_poses, _jacobian, _resolve, residual, terms
 from ._crba import mass_matrix
 from ._rnea import bias_forces
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = [
     "assemble_q",
@@ -194,6 +196,8 @@ def forward_dynamics_contacts(
         >>> bool(jnp.allclose(G @ qdd, jaxrbd.constraint_bias(model, q, qd, cs)))
         True
     """
+    if is_coupled(model):
+        return _coupling.forward_dynamics_contacts(model, q, qd, tau, constraints, method, f_ext, check_rank=check_rank, rcond=rcond)
     with jax.named_scope("jaxrbd.forward_dynamics_contacts"):
         _check_method(method)
         _check_rcond(rcond)
@@ -244,6 +248,8 @@ def contact_impulses(
         >>> bool(jnp.allclose(jaxrbd.constraint_velocity_residual(model, q, qd_plus, cs), 0.0))
         True
     """
+    if is_coupled(model):
+        return _coupling.contact_impulses(model, q, qd_minus, constraints, restitution, method, return_impulses=return_impulses, check_rank=check_rank, rcond=rcond)
     with jax.named_scope("jaxrbd.contact_impulses"):
         _check_method(method)
         _check_rcond(rcond)
@@ -326,8 +332,7 @@ def assemble_q(
             raise ValueError(f"max_step must be a positive float, got {max_step!r}")
 
         def phi(qq):
-            R, o = _frame_poses(model, qq, constraints, bodies)
-            return _residual(constraints, R, o)
+            return residual(model, qq, constraints, bodies)
 
         def step(carry):
             qq, _, k = carry

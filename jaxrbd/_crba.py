@@ -14,6 +14,8 @@ from ._passes import composite_inertias
 from ._rows import place_rows
 from ._tree import Schedule
 from ._vmap import native_vmap
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = ["crba_batched", "mass_matrix"]
 
@@ -39,7 +41,7 @@ def crba_batched(model, q):
     E, r, S = Xup_and_S(model, q)
     IC = composite_inertias(s, E, r, node_inertias(model))
     F = al.inertia_mul(IC[1:], S[1:])  # (nv, 6, B)
-    diag = al.dot(S[1:], F)
+    diag = al.dot(S[1:], F) + model.armature[:, None]  # rotor inertia: H + diag(armature)
     nv = model.nv
     parts = [(np.arange(nv) * (nv + 1), diag)]  # flat indices into H (nv * nv, B)
     if s.max_depth > 1:
@@ -80,6 +82,8 @@ def mass_matrix(model, q):
         >>> H.shape == (model.nv, model.nv)
         True
     """
+    if is_coupled(model):
+        return _coupling.mass_matrix(model, q)
     with jax.named_scope("jaxrbd.mass_matrix"):
         (q,) = check_state(model, q=q)
         return _crba(model, q)

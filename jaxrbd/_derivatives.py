@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
-from ._aba import _pack, _project, _unpack
+from ._aba import _pack, _project, _unpack, node_armature
 from ._common import (
     Xup_and_S,
     check_f_ext,
@@ -54,11 +54,13 @@ from ._common import (
     pad_S,
     sched,
 )
-from ._jcalc import _euler_S, joint_velocity_terms, node_inertias, tables
+from ._jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias, tables
 from ._passes import velocities_accelerations
 from ._rows import place_rows, sum_rows
 from ._tree import add, backward_scan, forward_scan, put, scan_schedule, support_table, take
 from ._vmap import blocked, default_chunk, native_vmap
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = [
     "fd_derivatives_batched",
@@ -95,7 +97,7 @@ class _Tables:
         p_node, nu_node = np.arange(nn), np.arange(nn)
         for n in range(1, nn):
             b = node_body[n]
-            if joint_kind[b] != "screw":
+            if joint_kind[b] not in ("screw", "custom"):
                 # multi-DoF joints: a tangent step moves the child frame, which every
                 # node of the joint shares; their columns are fixed in the child frame.
                 p_node[n], nu_node[n] = first[b], body_node[b]
@@ -289,6 +291,9 @@ def _directions(model, nt, qd, qdd):
     extra = None
     if _euler_joints(model):
         u, w, c, extra = _euler_terms(model, nt, qd, qdd, vb, u, w, c)
+    if len(tables(model).custom_nodes):
+        u, w, c, more = _custom_terms(model, nt, qd, qdd, vb, u, w, c)
+        extra = more if extra is None else jnp.concatenate([extra, more], axis=0)
     p = t.p
     Phi = (al.cross_force(Sn, nt["G"][p]) - al.inertia_mul(nt["IC"][p], w)
            + _bc_mul(nt, p, al.ang(u)))
@@ -296,14 +301,43 @@ def _directions(model, nt, qd, qdd):
     return {"u": u, "w": w, "c": c, "Phi": Phi, "Psi": Psi, "extra": extra}
 
 
+def _custom_terms(model, nt, qd, qdd, vb, u, w, c):
+    """Add the custom (RBDL-column) nodes' own angle dependence: their column ``[w; E v]``
+    and bias ``[0; -qd^2 w x E v]`` turn with their own ``q``; returns the local entries
+    ``dS_j/dq_j . F_j`` (the diagonal entries of `_euler_entries`' custom part)."""
+    t = tables(model)
+    nodes = t.custom_nodes
+    d = nodes - 1
+    _, _, Sl = _custom(model.axes[..., None][d], nt["q"][t.custom_q])
+    ws, wxEv = al.ang(Sl), al.cross(al.ang(Sl), al.lin(Sl))
+    qdj, qddj = qd[d][:, None, :], qdd[d][:, None, :]
+    zero = jnp.zeros_like(wxEv)
+    E0, r0 = nt["E0"][nodes], nt["r0"][nodes]
+    world = lambda x: al.Xinv_motion(E0, r0, x)
+    dSw = world(al.join(zero, -wxEv))  # d S / dq in the node frame: dE/dq = -w x E
+    dv = dSw * qdj
+    dcq = al.join(zero, qdj * qdj * al.cross(ws, wxEv))
+    da = dSw * qddj + al.cross_motion(nt["vw"][nodes] + vb[d], dv) + world(dcq)
+    nv = u.shape[0]
+    u = u - sum_rows(nv, d, dv)
+    w = w - sum_rows(nv, d, da)
+    c = c + sum_rows(nv, d, world(al.join(zero, -2.0 * qdj * wxEv)))
+    F = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
+    return u, w, c, al.dot(dSw, F[d])
+
+
 def _euler_entries(model):
-    """Static (row, column) of the local entries ``dS_m/dq_k . F`` of Euler joints,
-    in the ``(k, joint, m)`` order of `_euler_terms`."""
-    vs = np.concatenate([j[3] for j in _euler_joints(model)])
-    k, m = np.arange(3)[:, None, None], np.arange(3)[None, None, :]
-    rows = np.broadcast_to(vs[None, :, None] + m, (3, len(vs), 3))
-    cols = np.broadcast_to(vs[None, :, None] + k, (3, len(vs), 3))
-    return rows.reshape(-1), cols.reshape(-1)
+    """Static (row, column) of the local entries ``dS_m/dq_k . F`` of Euler joints, in
+    the ``(k, joint, m)`` order of `_euler_terms`, then the diagonal entries of the
+    custom nodes (`_custom_terms`)."""
+    rows, cols = [], []
+    if _euler_joints(model):
+        vs = np.concatenate([j[3] for j in _euler_joints(model)])
+        k, m = np.arange(3)[:, None, None], np.arange(3)[None, None, :]
+        rows.append(np.broadcast_to(vs[None, :, None] + m, (3, len(vs), 3)).reshape(-1))
+        cols.append(np.broadcast_to(vs[None, :, None] + k, (3, len(vs), 3)).reshape(-1))
+    d = tables(model).custom_nodes - 1
+    return np.concatenate(rows + [d]), np.concatenate(cols + [d])
 
 
 def _euler_dense(model, vals, nv):
@@ -340,20 +374,21 @@ def _node_S(S, s):
     return pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
 
 
-def _factor(Iw, S0, s):
+def _factor(Iw, S0, arm0, s):
     """``D (nv, B)`` and ``u_k = U_k / D_k`` ``(nv, 6, B)``, with which ``H = L^T D L`` has
     ``L(k, j) = u_k . S_j`` for every ancestor ``j`` of ``k``, by the articulated-inertia
-    pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms). ``S0``: `_node_S`."""
+    pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms). ``S0``: `_node_S`;
+    ``arm0``: the armature as a node buffer (it adds to ``D_k`` only)."""
     I0 = jnp.concatenate([jnp.zeros_like(Iw[:1]), Iw], axis=0)
     buf = _pack(*al.inertia_blocks(pad_inertia(I0, s)))
 
     def step(buf, idx, par, x):
-        (Si,) = x
+        Si, armi = x
         A, Bk, C, _ = _unpack(take(buf, idx, once=True))
-        U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None)
+        U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None, armi)
         return add(buf, par, _pack(*Ia)), (U * Dinv[..., None, :], Dinv)
 
-    _, (u, Dinv) = scan_schedule(step, buf, s, (S0,), reverse=True)
+    _, (u, Dinv) = scan_schedule(step, buf, s, (S0, arm0), reverse=True)
     return 1.0 / _node_order(Dinv, s), _node_order(u, s)
 
 
@@ -448,7 +483,7 @@ def _fd_core(model, q, qd, tau, f_ext):
     y, z = _node_vectors(nt)
     s = sched(model, B)
     S0 = _node_S(nt["S"], s)
-    Dk, u = _factor(nt["Iw"], S0, s)
+    Dk, u = _factor(nt["Iw"], S0, pad(node_armature(model, B), s), s)
     W = _lower_inverse(u, S0, s, t)
     F0 = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
     qdd = _solve(Dk, W, tau - al.dot(nt["S"], F0), t)
@@ -538,7 +573,8 @@ def _id_matrices(model, vecs):
     dq, dv = _state_matrices(model, vecs[:-1])
     t = _tables(model)
     Hs = _pairs(vecs[-1], vecs[2])  # y_i . S_j
-    return dq, dv, _masked(Hs, jnp.swapaxes(Hs, 1, 2), t.sub_v, t.anc_v)
+    H = _masked(Hs, jnp.swapaxes(Hs, 1, 2), t.sub_v, t.anc_v)
+    return dq, dv, H + jnp.diag(model.armature)[None]
 
 
 def _fd_matrices(model, vecs):
@@ -656,6 +692,8 @@ def forward_dynamics_derivatives(model, q, qd, tau, f_ext=None):
         >>> dqdd_dq.shape, bool(jnp.allclose(dqdd_dtau, dqdd_dtau.T))
         ((9, 9), True)
     """
+    if is_coupled(model):
+        return _coupling.forward_dynamics_derivatives(model, q, qd, tau, f_ext)
     with jax.named_scope("jaxrbd.forward_dynamics_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         return _call(model, _fdd, _fdd_f, f_ext, q, qd, tau)
@@ -692,6 +730,8 @@ def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None):
         >>> H.shape, bool(jnp.allclose(H, H.T))
         ((9, 9), True)
     """
+    if is_coupled(model):
+        return _coupling.inverse_dynamics_derivatives(model, q, qd, qdd, f_ext)
     with jax.named_scope("jaxrbd.inverse_dynamics_derivatives"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         return _call(model, _idd, _idd_f, f_ext, q, qd, qdd)
@@ -719,6 +759,8 @@ def inverse_dynamics_parameter_derivatives(model, q, qd, qdd):
         >>> Y.shape
         (9, 40)
     """
+    if is_coupled(model):
+        raise _coupling.unsupported('inverse_dynamics_parameter_derivatives')
     with jax.named_scope("jaxrbd.inverse_dynamics_parameter_derivatives"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         return _idp(model, q, qd, qdd)[0]
@@ -744,6 +786,8 @@ def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
         >>> J.shape
         (9, 40)
     """
+    if is_coupled(model):
+        raise _coupling.unsupported('forward_dynamics_parameter_derivatives')
     with jax.named_scope("jaxrbd.forward_dynamics_parameter_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         return _call(model, _fdp, _fdp_f, f_ext, q, qd, tau)[0]

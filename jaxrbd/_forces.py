@@ -33,11 +33,13 @@ __all__ = [
     "JointDamper",
     "JointFriction",
     "JointSpring",
+    "PassiveJointForces",
     "PointToPointSpringDamper",
     "SpringDamperDrive",
     "UserForce",
     "elastic_potential_energy",
     "generalized_forces",
+    "passive_forces",
 ]
 
 
@@ -452,6 +454,78 @@ class JointFriction(AbstractForceElement):
 
     def energy(self, model, q, t):
         return jnp.zeros((), model.dtype)
+
+
+class PassiveJointForces(AbstractForceElement):
+    """The joints' own passive forces, read from the model's leaves at every call:
+
+        ``tau = -stiffness * difference(spring_reference, q) - damping * qd
+        - friction * tanh(qd / smoothing)``
+
+    on every DoF, multi-DoF joints included (the spring deflection of a ball or free joint
+    is the tangent `jaxrbd.difference` from ``spring_reference`` to ``q``, as MuJoCo's
+    ball-joint spring). The coefficients come from `Model.stiffness`,
+    `Model.spring_reference`, `Model.damping` and `Model.friction` (filled by the URDF
+    ``<dynamics>`` and the MJCF ``stiffness``, ``springref``, ``damping`` and
+    ``frictionloss`` attributes), so gradients with respect to them flow through the
+    model. Dry friction is smoothed by ``tanh`` (see `JointFriction`); MuJoCo solves it as
+    a constraint instead, so the two agree away from ``qd = 0``. Build it with
+    `passive_forces`.
+
+    Potential energy ``½ Σ stiffness_k d_k²`` with ``d = difference(spring_reference, q)``.
+    """
+
+    smoothing: jax.Array
+
+    def __init__(self, smoothing=0.01):
+        self.smoothing = _scalar("smoothing", smoothing)
+        _check_positive("smoothing", self.smoothing)
+
+    def _deflection(self, model, q):
+        from ._configuration import difference
+
+        return difference(model, model.spring_reference, q)
+
+    def forces(self, model, q, qd, t):
+        eps = jnp.asarray(self.smoothing, model.dtype)
+        return (
+            -model.stiffness * self._deflection(model, q)
+            - model.damping * qd
+            - model.friction * jnp.tanh(qd / eps)
+        )
+
+    def energy(self, model, q, t):
+        d = self._deflection(model, q)
+        return 0.5 * jnp.sum(model.stiffness * d * d)
+
+
+def passive_forces(model, smoothing=0.01):
+    """The model's joint springs, dampers and dry friction as force elements, in one call.
+
+    Returns ``(PassiveJointForces(smoothing),)`` when any of `Model.stiffness`,
+    `Model.damping` or `Model.friction` is non-zero, else ``()``: pass it as ``forces=``
+    to `jaxrbd.rollout`, `jaxrbd.step` or `generalized_forces`.
+
+    Args:
+        model: a `Model` (its coefficients are read again at every call of the element,
+            so one tuple serves every model of the same structure).
+        smoothing: the ``tanh`` velocity scale of the dry friction [rad/s | m/s], > 0.
+
+    Example:
+        >>> forces = jaxrbd.passive_forces(model)   # the triple pendulum has none
+        >>> forces
+        ()
+        >>> import equinox as eqx
+        >>> damped = eqx.tree_at(lambda m: m.damping, model, jnp.full(model.nv, 0.5))
+        >>> jaxrbd.generalized_forces(jaxrbd.passive_forces(damped), damped, q, jnp.ones(9))
+        Array([-0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5], dtype=float64)
+    """
+    coefficients = (model.stiffness, model.damping, model.friction)
+    try:
+        active = any(bool(np.any(np.asarray(c) != 0)) for c in coefficients)
+    except jax.errors.TracerArrayConversionError:
+        active = True  # traced coefficients: keep the element, it is exact for zeros too
+    return (PassiveJointForces(smoothing),) if active else ()
 
 
 # ---------------------------------------------------------------- polyline spring-damper

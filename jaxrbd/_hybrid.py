@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
-from ._aba import _pack, _unpack, velocity_pass
+from ._aba import _pack, _unpack, node_armature, velocity_pass
 from ._common import (
     check_f_ext,
     check_state,
@@ -31,6 +31,8 @@ from ._common import (
 )
 from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = ["hybrid_batched", "hybrid_dynamics", "prescribed_mask"]
 
@@ -38,10 +40,10 @@ __all__ = ["hybrid_batched", "hybrid_dynamics", "prescribed_mask"]
 # ---------------------------------------------------------------- the two passes
 
 
-def _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau, qdd, mask):
+def _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau, qdd, mask, arm):
     """Backward pass of the hybrid ABA (RBDA Table 9.1 with eq. 9.21-9.23).
 
-    Per node ``i`` with ``U = IA S``, ``D = S^T U``, ``w = S^T pA``:
+    Per node ``i`` with ``U = IA S``, ``D = S^T U + armature``, ``w = S^T pA``:
 
     * free (torque given): ``Ia = IA - U U^T / D``,
       ``pa = pA + Ia c + U (tau - w) / D`` (the ordinary ABA step);
@@ -56,13 +58,14 @@ def _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau, qdd, mask):
     A, Bk, C = al.inertia_blocks(pad_inertia(Ic, s))
     shape = lambda x: jnp.broadcast_to(x, x.shape[:-1] + (B,))
     buf = _pack(shape(A), shape(Bk), shape(C), pad(pA, s))
-    xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(c, s), pad(tau, s), pad(qdd, s), pad(mask, s))
+    xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(c, s), pad(tau, s), pad(qdd, s), pad(mask, s),
+          pad(arm, s))
 
     def step(buf, idx, par, x):
-        Ei, ri, Si, ci, taui, qddi, mi = x
+        Ei, ri, Si, ci, taui, qddi, mi, armi = x
         A, Bk, C, pi = _unpack(take(buf, idx, once=True))
         U = al.blocks_mul(A, Bk, C, Si)
-        D = al.dot(Si, U)
+        D = al.dot(Si, U) + armi
         w = al.dot(Si, pi)
         # sanitise D before dividing: a prescribed node may carry a massless subtree
         Dinv = 1.0 / jnp.where(mi, 1.0, D)
@@ -77,21 +80,23 @@ def _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau, qdd, mask):
     return scan_schedule(step, buf, s, xs, reverse=True)[1]
 
 
-def _hybrid_acceleration_pass(s, E, r, S, c, tau, qdd, mask, U, Dinv, w, a_world):
+def _hybrid_acceleration_pass(s, E, r, S, c, tau, qdd, mask, arm, U, Dinv, w, a_world):
     """Forward pass: ``a_i = Xup a_lam + c_i``; a free node solves
     ``qdd_i = (tau_i - w_i - U^T a_i) / D``, a prescribed node keeps its ``qdd_i`` and
-    gets ``tau_i = S^T (IA a_i + pA) = U^T a_i + w_i`` (with ``a_i`` including
-    ``S qdd_i``). Returns ``(qdd, tau)``, ``(nv, B)`` each, in node order."""
+    gets ``tau_i = S^T (IA a_i + pA) + armature_i qdd_i = U^T a_i + w_i + armature_i
+    qdd_i`` (with ``a_i`` including ``S qdd_i``). Returns ``(qdd, tau)``, ``(nv, B)``
+    each, in node order."""
     B = max(tau.shape[-1], E.shape[-1])
     a0 = jnp.zeros((s.nbuf, 6, B), tau.dtype).at[0].set(jnp.broadcast_to(a_world, (6, B)))
-    xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(c, s), pad(tau, s), pad(qdd, s), pad(mask, s))
+    xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(c, s), pad(tau, s), pad(qdd, s), pad(mask, s),
+          pad(arm, s))
 
     def step(a, idx, par, x):
-        Ei, ri, Si, ci, taui, qddi, mi, Ui, Dinvi, wi = x
+        Ei, ri, Si, ci, taui, qddi, mi, armi, Ui, Dinvi, wi = x
         ai = al.X_motion(Ei, ri, take(a, par)) + ci
         qddi = jnp.where(mi, qddi, Dinvi * (taui - wi - al.dot(Ui, ai)))
         ai = ai + Si * qddi[..., None, :]
-        taui = jnp.where(mi, al.dot(Ui, ai) + wi, taui)
+        taui = jnp.where(mi, al.dot(Ui, ai) + wi + armi * qddi, taui)
         return put(a, idx, ai), (qddi, taui)
 
     _, ys = scan_schedule(step, a0, s, xs, step_xs=(U, Dinv, w))
@@ -120,9 +125,10 @@ def hybrid_batched(model, q, qd, tau, qdd, mask, f_ext=None):
     zero = lambda x: jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0)
     tau_n, qdd_n = zero(tau), zero(qdd)
     m = jnp.asarray(np.concatenate([[False], np.asarray(mask, dtype=bool)]))[:, None]
-    U, Dinv, w = _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau_n, qdd_n, m)
+    arm = node_armature(model, B)
+    U, Dinv, w = _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau_n, qdd_n, m, arm)
     a_world = gravity_acceleration(model, B, q.dtype)
-    return _hybrid_acceleration_pass(s, E, r, S, c, tau_n, qdd_n, m, U, Dinv, w, a_world)
+    return _hybrid_acceleration_pass(s, E, r, S, c, tau_n, qdd_n, m, arm, U, Dinv, w, a_world)
 
 
 @functools.lru_cache(maxsize=256)
@@ -261,6 +267,8 @@ def hybrid_dynamics(model, q, qd, tau, qdd, prescribed, f_ext=None):
         >>> bool(jnp.allclose(tau_id, tau_out))
         True
     """
+    if is_coupled(model):
+        return _coupling.hybrid_dynamics(model, q, qd, tau, qdd, prescribed, f_ext)
     with jax.named_scope("jaxrbd.hybrid_dynamics"):
         q, qd, tau, qdd = check_state(model, q=q, qd=qd, tau=tau, qdd=qdd)
         f_ext = check_f_ext(model, f_ext)

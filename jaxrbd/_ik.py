@@ -25,6 +25,8 @@ from ._configuration import _euclidean_maps, integrate_batched
 from ._jcalc import tables
 from ._kinematics import body_frames, node_jacobian, node_poses, support
 from ._rotation import log_quat, so3_left_jacobian_inv
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = ["IKResult", "IKTarget", "inverse_kinematics"]
 
@@ -651,6 +653,8 @@ def inverse_kinematics(
         >>> bool(jnp.allclose(jaxrbd.point_position(model, res.q, "body_3", tip), goal))
         True
     """
+    if is_coupled(model):
+        raise _coupling.unsupported('inverse_kinematics')
     with jax.named_scope("jaxrbd.inverse_kinematics"):
         targets = _check_targets(targets)
         _check_options(max_iters, tol, damping, max_step)

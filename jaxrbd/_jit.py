@@ -1,47 +1,24 @@
 """`jaxrbd.jit`: `jax.jit` with the XLA options jaxrbd's programs compile best with.
 
-XLA:CPU (jaxlib 0.10) has two code generators for fused elementwise kernels. Its newer
-"fusion emitters" (the default) split the body of jaxrbd's tree scans into more, smaller
-kernels than the older loop emitters. On the 2-core x86 VM (AMD EPYC, float64, talos,
-median of 7 interleaved runs in one process), ``xla_cpu_use_fusion_emitters=False``
-gave:
-
-| program | compile | run |
-|---|---|---|
-| ``forward_dynamics``, one state | 1.78 -> 0.74 s | 223 -> 216 us |
-| ``inverse_dynamics``, one state | 0.95 -> 0.39 s | 190 -> 162 us |
-| vmapped ``forward_dynamics``, 4096 states | 2.02 -> 1.16 s | 30.5 -> 18.6 us per state |
-| vmapped ``mass_matrix``, 4096 states | 1.26 -> 0.75 s | 33.9 -> 24.1 us per state |
-| vmapped RK4 ``rollout``, 256 x 20 steps | 4.31 -> 2.26 s | 93 -> 68 us per state-step |
-| one RK4 ``rollout`` of 200 steps | 2.59 -> 1.65 s | 257 -> 318 (or 252 -> 861) us per step |
-| ``jax.grad`` of a 50-step panda rollout | 11.2 -> 8.1 s | 39 -> 34 ms |
-
-Compilation is faster everywhere and batched work runs faster; single-state programs
-vary, and one long trajectory runs 1.2-3.4x slower: compile those with plain `jax.jit`.
-Results agree to rounding (the kernels are the same arithmetic, generated differently).
+XLA:CPU has two code generators for fused elementwise kernels. Its newer "fusion
+emitters" (the default) split the body of jaxrbd's tree scans into more, smaller
+kernels than the older loop emitters, and each kernel of a scan step costs runtime
+overhead. With ``xla_cpu_use_fusion_emitters=False`` (`CPU_COMPILER_OPTIONS`) jaxrbd's
+programs compile faster everywhere and batched work runs faster; single-state programs
+vary, and one long sequential trajectory can run slower: compile those with plain
+`jax.jit`. Results agree to rounding (the same arithmetic, generated differently).
 
 On a CPU with AVX-512, XLA still asks LLVM for 256-bit vectors by default. jaxrbd's
-batched kernels work on rows of 32 states (`jaxrbd._vmap.CHUNK`), which 512-bit
-vectors cover in four instructions instead of eight, so `jaxrbd.jit` adds
-``xla_cpu_prefer_vector_width=512`` there (`AVX512_COMPILER_OPTIONS`). Same VM
-(AMD EPYC with AVX-512, 4096 states, float64, median of 15 interleaved rounds in one
-process, time per state, 256 -> 512 bits):
+batched kernels work on rows of `jaxrbd._vmap.CHUNK` states, which 512-bit vectors
+cover in half the instructions, so `jaxrbd.jit` adds
+``xla_cpu_prefer_vector_width=512`` there (`AVX512_COMPILER_OPTIONS`); pass
+``compiler_options={"xla_cpu_prefer_vector_width": 256}`` to `jit` to opt out (e.g. on
+chips that lower their clock for 512-bit work).
 
-| program | talos | solo12 | panda |
-|---|---|---|---|
-| vmapped ``forward_dynamics`` | 0.91x | 0.88x | 0.90x |
-| vmapped ``inverse_dynamics`` | 0.86x | 0.84x | 0.83x |
-| vmapped ``mass_matrix`` | 0.93x | 0.90x | 0.80x |
-| vmapped ``forward_kinematics`` | 0.86x | | |
-| vmapped ``inverse_dynamics_derivatives`` | 0.96x | | |
-| vmapped ``forward_dynamics_derivatives`` | 0.99x | | |
-
-Single-state programs and compile times did not change beyond the noise. Intel chips
-that lower their clock for 512-bit work were not measured; pass
-``compiler_options={"xla_cpu_prefer_vector_width": 256}`` to `jit` to opt out.
 The options are per computation: they leave the rest of a program alone, and they only
 take effect on the *outermost* jit (a `jaxrbd.jit` function called inside a plain
-`jax.jit` is compiled with the outer function's options).
+`jax.jit` is compiled with the outer function's options). The measurements behind
+these choices are in ``benchmarks/LOG.md``.
 """
 
 from __future__ import annotations
@@ -55,7 +32,7 @@ from ._vmap import on_cpu
 
 __all__ = ["AVX512_COMPILER_OPTIONS", "CPU_COMPILER_OPTIONS", "compiler_options", "jit"]
 
-#: XLA options `jaxrbd.jit` adds on CPU (see the module docstring for measurements).
+#: XLA options `jaxrbd.jit` adds on CPU (see the module docstring).
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 #: XLA options `jaxrbd.jit` adds on top of `CPU_COMPILER_OPTIONS` when the host CPU has
@@ -177,11 +154,10 @@ def jit(fun=None, **kwargs):
     Takes the arguments of `jax.jit` (``static_argnames``, ``donate_argnums``, ...);
     ``compiler_options`` given here are added to, and override, jaxrbd's. Use it as
     the outermost jit of a program built from jaxrbd functions: on CPU it compiles
-    1.3-2.4x faster and runs batched work 1.3-1.6x faster than plain `jax.jit` (talos,
-    see `jaxrbd._jit`), and 10-20 % faster again with 512-bit vectors on CPUs with
-    AVX-512. Single-state programs vary: one long trajectory runs 1.2-3.4x
-    slower, so compile those with `jax.jit`. On GPU it is `jax.jit`. The
-    `jaxrbd.batched` entry points use it.
+    faster and runs batched work faster than plain `jax.jit` (more so with 512-bit
+    vectors on CPUs with AVX-512; figures in ``benchmarks/LOG.md``). Single-state
+    programs vary, and one long trajectory can run slower, so compile those with
+    `jax.jit`. On GPU it is `jax.jit`. The `jaxrbd.batched` entry points use it.
 
     Example:
         >>> fd = jaxrbd.jit(jax.vmap(jaxrbd.forward_dynamics, in_axes=(None, 0, 0, 0)))

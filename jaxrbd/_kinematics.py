@@ -26,6 +26,8 @@ from ._jcalc import joint_velocity_terms, tables
 from ._passes import velocities, velocities_accelerations, world_transforms
 from ._tree import support_table
 from ._vmap import native_vmap
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = [
     "body_acceleration",
@@ -222,6 +224,8 @@ def forward_kinematics(model, q):
         >>> R.shape, p.shape
         ((4, 3, 3), (4, 3))
     """
+    if is_coupled(model):
+        return _coupling.forward_kinematics(model, q)
     with jax.named_scope("jaxrbd.forward_kinematics"):
         (q,) = check_state(model, q=q)
         return run_native(_forward_kinematics, model, (q,))
@@ -249,6 +253,8 @@ def body_velocities(model, q, qd):
         >>> jaxrbd.body_velocities(model, q, jnp.ones(model.nv)).shape
         (4, 6)
     """
+    if is_coupled(model):
+        return _coupling.body_velocities(model, q, qd)
     with jax.named_scope("jaxrbd.body_velocities"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_body_velocities, model, (q, qd))
@@ -277,6 +283,8 @@ def body_accelerations(model, q, qd, qdd):
         >>> jaxrbd.body_accelerations(model, q, jnp.ones(model.nv), jnp.zeros(model.nv)).shape
         (4, 6)
     """
+    if is_coupled(model):
+        return _coupling.body_accelerations(model, q, qd, qdd)
     with jax.named_scope("jaxrbd.body_accelerations"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         return run_native(_body_accelerations, model, (q, qd, qdd))
@@ -304,6 +312,8 @@ def body_jacobians(model, q, frame="body"):
         >>> bool(jnp.allclose(J @ qd, jaxrbd.body_velocities(model, q, qd)))
         True
     """
+    if is_coupled(model):
+        return _coupling.body_jacobians(model, q, frame)
     with jax.named_scope("jaxrbd.body_jacobians"):
         _check_frame(frame)
         (q,) = check_state(model, q=q)
@@ -352,6 +362,8 @@ def point_position(model, q, body, point=None):
         >>> jaxrbd.point_position(model, jnp.zeros(model.nq), 3, jnp.array([0.0, 0.0, -1.0])).shape
         (3,)
     """
+    if is_coupled(model):
+        return _coupling.point_position(model, q, body, point)
     with jax.named_scope("jaxrbd.point_position"):
         bodies, single = resolve_bodies(model, body)
         (q,) = check_state(model, q=q)
@@ -382,6 +394,8 @@ def point_velocity(model, q, qd, body, point=None):
         >>> bool(jnp.allclose(v, J @ qd))
         True
     """
+    if is_coupled(model):
+        return _coupling.point_velocity(model, q, qd, body, point)
     with jax.named_scope("jaxrbd.point_velocity"):
         return _lin(body_velocity(model, q, qd, body, point, frame="world"))
 
@@ -404,6 +418,8 @@ def point_acceleration(model, q, qd, qdd, body, point=None):
         >>> bool(jnp.allclose(a, jaxrbd.point_bias_acceleration(model, q, qd, 3)))
         True
     """
+    if is_coupled(model):
+        return _coupling.point_acceleration(model, q, qd, qdd, body, point)
     with jax.named_scope("jaxrbd.point_acceleration"):
         return _lin(body_acceleration(model, q, qd, qdd, body, point, frame="world"))
 
@@ -424,6 +440,8 @@ def point_bias_acceleration(model, q, qd, body, point=None):
         >>> jaxrbd.point_bias_acceleration(model, q, qd, 3).shape
         (3,)
     """
+    if is_coupled(model):
+        return _coupling.point_bias_acceleration(model, q, qd, body, point)
     with jax.named_scope("jaxrbd.point_bias_acceleration"):
         return _lin(body_bias_acceleration(model, q, qd, body, point, frame="world"))
 
@@ -444,6 +462,8 @@ def point_jacobian(model, q, body, point=None):
         >>> jaxrbd.point_jacobian(model, q, [1, 2, 3], jnp.zeros((3, 3))).shape
         (3, 3, 9)
     """
+    if is_coupled(model):
+        return _coupling.point_jacobian(model, q, body, point)
     with jax.named_scope("jaxrbd.point_jacobian"):
         return body_jacobian(model, q, body, point, frame="world")[..., 3:, :]
 
@@ -474,6 +494,8 @@ def body_velocity(model, q, qd, body, point=None, frame="world"):
         >>> jaxrbd.body_velocity(model, q, qd, "body_3", frame="body").shape
         (6,)
     """
+    if is_coupled(model):
+        return _coupling.body_velocity(model, q, qd, body, point, frame)
     with jax.named_scope("jaxrbd.body_velocity"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)
@@ -517,6 +539,8 @@ def body_acceleration(model, q, qd, qdd, body, point=None, frame="world"):
         >>> jaxrbd.body_acceleration(model, q, qd, jnp.zeros(model.nv), 3).shape
         (6,)
     """
+    if is_coupled(model):
+        return _coupling.body_acceleration(model, q, qd, qdd, body, point, frame)
     with jax.named_scope("jaxrbd.body_acceleration"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)
@@ -542,6 +566,8 @@ def body_bias_acceleration(model, q, qd, body, point=None, frame="world"):
         >>> jaxrbd.body_bias_acceleration(model, q, qd, 3, frame="body").shape
         (6,)
     """
+    if is_coupled(model):
+        return _coupling.body_bias_acceleration(model, q, qd, body, point, frame)
     with jax.named_scope("jaxrbd.body_bias_acceleration"):
         zeros = jnp.zeros(model.nv, model.dtype)
         return body_acceleration(model, q, qd, zeros, body, point, frame)
@@ -567,6 +593,8 @@ def body_jacobian(model, q, body, point=None, frame="world"):
         >>> bool(jnp.allclose(J @ qd, jaxrbd.body_velocity(model, q, qd, "body_3", frame="body")))
         True
     """
+    if is_coupled(model):
+        return _coupling.body_jacobian(model, q, body, point, frame)
     with jax.named_scope("jaxrbd.body_jacobian"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)

@@ -44,10 +44,20 @@ class Model(eqx.Module):
             (``inf`` where unbounded) [rad/s or m/s; N·m or N].
         damping, friction: `(nv,)` joint viscous damping [N·m·s/rad] and dry friction
             [N·m] as read from a URDF ``<dynamics>`` element (0 by default).
+        stiffness: `(nv,)` joint spring stiffness [N·m/rad or N/m] (MJCF ``stiffness``,
+            0 by default), pulling ``q`` towards ``spring_reference``.
+        spring_reference: `(nq,)` the configuration where the joint springs are
+            relaxed (MJCF ``springref``/``qpos_spring``; the neutral configuration by
+            default).
+        armature: `(nv,)` reflected rotor inertia [kg·m² or kg] (Pinocchio's
+            ``rotorInertia · gearRatio²``, MJCF ``armature``; 0 by default). It is part
+            of the dynamics: ``mass_matrix`` is ``H + diag(armature)`` and every
+            algorithm and derivative agrees with that.
 
-    The limit, damping and friction leaves are data for the user and for tools such as
-    `inverse_kinematics` and the force elements; the dynamics algorithms do not apply
-    them (as Pinocchio and RBDL).
+    The limit, damping, friction, stiffness and spring-reference leaves are data for the
+    user and for tools such as `inverse_kinematics` and the force elements
+    (`jaxrbd.passive_forces` turns them into force elements); the dynamics algorithms do
+    not apply them (as Pinocchio and RBDL). The armature is different: it is inertia.
     """
 
     # ---- leaves ----
@@ -62,6 +72,9 @@ class Model(eqx.Module):
     effort_limit: Float[Array, "nv"]
     damping: Float[Array, "nv"]
     friction: Float[Array, "nv"]
+    stiffness: Float[Array, "nv"]
+    spring_reference: Float[Array, "nq"]
+    armature: Float[Array, "nv"]
 
     # ---- structure (static) ----
     body_names: tuple[str, ...] = eqx.field(static=True)
@@ -93,6 +106,9 @@ class Model(eqx.Module):
             ("effort_limit", (self.nv,)),
             ("damping", (self.nv,)),
             ("friction", (self.nv,)),
+            ("stiffness", (self.nv,)),
+            ("spring_reference", (self.nq,)),
+            ("armature", (self.nv,)),
         ):
             got = getattr(self, field).shape
             # vmap over models adds leading axes; only the trailing shape is structural.
@@ -246,3 +262,146 @@ class Model(eqx.Module):
 
 
 _NQ = {"spherical": 4, "free": 7, "fixed": 0}
+
+
+class CoupledModel(eqx.Module):
+    """A `Model` whose *coupled* joints follow others: ``q_m = a q_j + b``.
+
+    A coupled joint (URDF ``<mimic>``: gripper fingers, parallel linkages; a geared
+    rotor) is a real joint of the tree with no coordinate of its own: its angle is
+    ``multiplier * q_j + offset`` of its *driver* ``j``, its velocity
+    ``multiplier * qd_j``, and its motion subspace adds ``multiplier * S_m`` to the
+    driver's column (Pinocchio's ``JointModelMimic``). With ``A`` the ``(nv_full, nv)``
+    map from the independent velocities to those of every joint, the dynamics are those
+    of the full tree restricted to ``qd_full = A qd``: ``H = Aᵀ H_full A``,
+    ``tau = Aᵀ tau_full``, Jacobians ``J_full A``. Every public function accepts a
+    `CoupledModel` in place of a `Model`; forward dynamics takes the CRBA + Cholesky
+    route (a coupling can span branches of the tree, where ABA's recursion does not
+    apply).
+
+    Leaves:
+        base: the full tree as a plain `Model`, every joint with its own coordinate
+            (what ``load_urdf(..., mimic="independent")`` gives).
+        multiplier, offset: `(ncoupled,)` ``a`` and ``b`` of each coupled joint.
+
+    ``q``/``v`` hold the independent joints in the base model's order, coupled joints
+    left out; `joint_names` names them.
+
+    Example:
+        >>> b = jaxrbd.ModelBuilder()
+        >>> rod = jaxrbd.Body(1.0, (0.0, 0.0, -0.5), np.eye(3) * 0.01)
+        >>> _ = b.add_body("a", "world", jaxrbd.joints.revolute((0, 1, 0)), rod)
+        >>> _ = b.add_body("b", "a", jaxrbd.joints.revolute((0, 1, 0)), rod,
+        ...                jaxrbd.Transform(translation=(0, 0, -1.0)))
+        >>> cm = jaxrbd.couple(b.build(), {"b": ("a", -1.0, 0.0)})
+        >>> cm.nq, cm.joint_names
+        (1, ('a',))
+        >>> jaxrbd.mass_matrix(cm, jnp.array([0.3])).shape
+        (1, 1)
+    """
+
+    base: Model
+    multiplier: Float[Array, "ncoupled"]
+    offset: Float[Array, "ncoupled"]
+    # ---- structure (static) ----
+    coupled_joints: tuple[str, ...] = eqx.field(static=True)  # base joint names
+    driver_joints: tuple[str, ...] = eqx.field(static=True)  # their independent drivers
+    independent_q: tuple[int, ...] = eqx.field(static=True)  # base q index per coordinate
+    independent_v: tuple[int, ...] = eqx.field(static=True)
+    coupled_q: tuple[int, ...] = eqx.field(static=True)  # base q index per coupled joint
+    coupled_v: tuple[int, ...] = eqx.field(static=True)
+    driver_q: tuple[int, ...] = eqx.field(static=True)  # reduced q index of each driver
+    driver_v: tuple[int, ...] = eqx.field(static=True)
+
+    @property
+    def nq(self) -> int:
+        return len(self.independent_q)
+
+    @property
+    def nv(self) -> int:
+        return len(self.independent_v)
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Names of the independent movable joints, in ``q``/``v`` order."""
+        coupled = set(self.coupled_joints)
+        return tuple(n for n in self.base.joint_names if n not in coupled)
+
+    # what does not depend on the coordinates is the base model's
+    body_names = property(lambda self: self.base.body_names)
+    body_parent = property(lambda self: self.base.body_parent)
+    body_fixed = property(lambda self: self.base.body_fixed)
+    nbodies = property(lambda self: self.base.nbodies)
+    gravity = property(lambda self: self.base.gravity)
+    inertia = property(lambda self: self.base.inertia)
+    dtype = property(lambda self: self.base.dtype)
+
+    def body_id(self, body: int | str) -> int:
+        return self.base.body_id(body)
+
+    def joint_id(self, name: str) -> int:
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise ValueError(
+                f"unknown independent joint {name!r}; independent joints: "
+                f"{', '.join(self.joint_names)} (coupled: {', '.join(self.coupled_joints)})"
+            ) from None
+
+    def q_index(self, joint: str | int) -> slice:
+        """Slice of ``q`` belonging to an independent joint."""
+        s = self.base.q_index(joint)
+        if s.start in self.coupled_q:
+            raise ValueError(f"joint {joint!r} is coupled: it has no coordinate of its own")
+        k = self.independent_q.index(s.start)
+        return slice(k, k + s.stop - s.start)
+
+    def v_index(self, joint: str | int) -> slice:
+        """Slice of ``v`` belonging to an independent joint."""
+        s = self.base.v_index(joint)
+        if s.start in self.coupled_v:
+            raise ValueError(f"joint {joint!r} is coupled: it has no coordinate of its own")
+        k = self.independent_v.index(s.start)
+        return slice(k, k + s.stop - s.start)
+
+    def astype(self, dtype) -> CoupledModel:
+        import jax
+
+        return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def summary(self) -> str:
+        """The base model's tree with the independent coordinates' indices, and each
+        coupled joint's law ``q_m = a q_j + b`` in place of its indices."""
+        import re
+
+        a, b = np.asarray(self.multiplier), np.asarray(self.offset)
+        law = {
+            m: f"= {float(a[k]):.6g} * {j!r} {'+' if b[k] >= 0 else '-'} {abs(float(b[k])):.6g}"
+            for k, (m, j) in enumerate(zip(self.coupled_joints, self.driver_joints))
+        }
+        lines = self.base.summary().splitlines()
+        lines[0] = lines[0].replace(
+            f"nq={self.base.nq}, nv={self.base.nv}",
+            f"nq={self.nq}, nv={self.nv}, {len(self.coupled_joints)} coupled joints",
+        )
+        slots = re.compile(r"'([^']*)' q\[[0-9:]+\] v\[[0-9:]+\]")
+
+        def repl(match):
+            name = match.group(1)
+            if name in law:
+                return f"{name!r} coupled {law[name]}"
+            qs, vs = self.q_index(name), self.v_index(name)
+            qt = f"q[{qs.start}]" if qs.stop - qs.start == 1 else f"q[{qs.start}:{qs.stop}]"
+            vt = f"v[{vs.start}]" if vs.stop - vs.start == 1 else f"v[{vs.start}:{vs.stop}]"
+            return f"{name!r} {qt} {vt}"
+
+        return "\n".join([lines[0]] + [slots.sub(repl, line) for line in lines[1:]])
+
+
+def is_coupled(model) -> bool:
+    """Whether ``model`` is a `CoupledModel` (the public functions then reduce the full
+    tree's quantities to the independent coordinates, see `jaxrbd._coupling`)."""
+    return isinstance(model, CoupledModel)

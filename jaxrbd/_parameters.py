@@ -31,6 +31,8 @@ from ._passes import velocities_accelerations
 from ._rows import place_rows
 from ._tree import support_table
 from ._vmap import native_vmap
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = [
     "from_log_cholesky",
@@ -190,7 +192,7 @@ def regressor_batched(model, q, qd, qdd):
 _regressor = native_vmap(regressor_batched)
 
 
-def inverse_dynamics_regressor(model, q, qd, qdd):
+def inverse_dynamics_regressor(model, q, qd, qdd, *, armature=False):
     """The inverse-dynamics regressor ``Y(q, qd, qdd)``: ``inverse_dynamics == Y @ pi.ravel()``.
 
     Inverse dynamics is linear in the inertial parameters ``pi = inertial_parameters(model)``
@@ -201,6 +203,12 @@ def inverse_dynamics_regressor(model, q, qd, qdd):
     own frame. External forces are not part of ``Y`` (they do not scale with the model's
     parameters): with ``f_ext``, ``inverse_dynamics(..., f_ext) == Y @ pi.ravel() +
     inverse_dynamics(model_without_mass, ..., f_ext)``.
+
+    The armature (`Model.armature`, reflected rotor inertia) is linear in the dynamics
+    too: ``inverse_dynamics == Y @ pi.ravel() + model.armature * qdd``. With
+    ``armature=True`` its ``nv`` columns ``diag(qdd)`` are appended, so that
+    ``inverse_dynamics == Y @ concatenate([pi.ravel(), model.armature])`` and the
+    armature is identified with the inertial parameters.
 
     Cost: one forward pass (a `lax.scan`), a batched ``6 x 10`` body regressor per body
     and one projection per (joint DoF, supported body) pair, O(nv nbodies); on a humanoid
@@ -213,10 +221,12 @@ def inverse_dynamics_regressor(model, q, qd, qdd):
         q: configuration `(nq,)`; quaternion blocks need not be normalised.
         qd: velocities `(nv,)` [rad/s | m/s]; body coordinates for free joints.
         qdd: accelerations `(nv,)` [rad/s^2 | m/s^2], the time derivative of `qd`.
+        armature: also return the armature's columns (static).
 
     Returns:
-        `Y`, `(nv, nbodies * 10)`, in [N m | N] per unit of each parameter (kg, kg m,
-        kg m^2); columns grouped per body in the order of `inertial_parameters`.
+        `Y`, `(nv, nbodies * 10)` (``(nv, nbodies * 10 + nv)`` with ``armature``), in
+        [N m | N] per unit of each parameter (kg, kg m, kg m^2); columns grouped per body
+        in the order of `inertial_parameters`, then one per DoF for the armature.
 
     Raises:
         ValueError: an argument has the wrong shape (message names it).
@@ -232,9 +242,12 @@ def inverse_dynamics_regressor(model, q, qd, qdd):
         >>> bool(jnp.allclose(Y @ pi, tau, atol=1e-4))
         True
     """
+    if is_coupled(model):
+        return _coupling.inverse_dynamics_regressor(model, q, qd, qdd, armature=armature)
     with jax.named_scope("jaxrbd.inverse_dynamics_regressor"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
-        return _regressor(model, q, qd, qdd)
+        Y = _regressor(model, q, qd, qdd)
+        return jnp.concatenate([Y, jnp.diag(qdd)], axis=-1) if armature else Y
 
 
 # ---------------------------------------------------------------- log-Cholesky

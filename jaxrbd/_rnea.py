@@ -17,6 +17,8 @@ from ._common import (
 from ._jcalc import joint_velocity_terms, node_inertias
 from ._passes import accumulate_forces, velocities_accelerations
 from ._vmap import native_vmap
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = ["inverse_dynamics", "bias_forces", "gravity_forces", "rnea_batched"]
 
@@ -43,7 +45,8 @@ def rnea_batched(model, q, qd, qdd, f_ext=None, gravity=True):
     if f_ext is not None:
         f = f - f_ext_nodes(model, f_ext, *X0)
     f = accumulate_forces(s, E, r, f)
-    return al.dot(S, f)[1:]
+    # the rotors' reaction on their own coordinate (H + diag(armature), Featherstone 2008 §9.4)
+    return al.dot(S, f)[1:] + model.armature[:, None] * qdd
 
 
 _rnea = native_vmap(lambda m, q, qd, qdd: rnea_batched(m, q, qd, qdd))
@@ -83,6 +86,8 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None):
         >>> tau.shape
         (9,)
     """
+    if is_coupled(model):
+        return _coupling.inverse_dynamics(model, q, qd, qdd, f_ext)
     with jax.named_scope("jaxrbd.inverse_dynamics"):
         return _single(model, q, qd, qdd, f_ext, True)
 
@@ -99,6 +104,8 @@ def bias_forces(model, q, qd, f_ext=None):
     Example:
         >>> C = jaxrbd.bias_forces(model, jnp.zeros(model.nq), jnp.ones(model.nv))
     """
+    if is_coupled(model):
+        return _coupling.bias_forces(model, q, qd, f_ext)
     with jax.named_scope("jaxrbd.bias_forces"):
         qd = check_state(model, qd=qd)[0]
         return _single(model, q, qd, jnp.zeros_like(qd), f_ext, True)
@@ -116,6 +123,8 @@ def gravity_forces(model, q):
     Example:
         >>> g = jaxrbd.gravity_forces(model, jnp.zeros(model.nq))
     """
+    if is_coupled(model):
+        return _coupling.gravity_forces(model, q)
     with jax.named_scope("jaxrbd.gravity_forces"):
         z = jnp.zeros(model.nv, model.dtype)
         return _single(model, q, z, z, None, True)

@@ -17,12 +17,8 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-#: Samples per block for batched evaluation. Blocks keep every per-node buffer in
-#: the CPU cache. On the 2-core x86 VM (AMD EPYC, 4096 states, float64), 32 beat 128 by
-#: 15-30 % on talos and solo12 forward and inverse dynamics and the mass matrix
-#: (talos forward dynamics 41.6 vs 49.7 us per sample, median of 15 interleaved calls)
-#: and on batched solo12 RK4 rollouts (57.7 vs 82.5 us per sample-step); 512 and more
-#: fell out of cache (2-3x slower).
+#: Samples per block for batched evaluation on the CPU: a block keeps every per-node
+#: buffer in the CPU cache (measurements in ``benchmarks/LOG.md``).
 CHUNK = 32
 
 
@@ -39,11 +35,8 @@ def on_cpu() -> bool:
 
 def default_chunk(cpu_chunk: int = CHUNK) -> int | None:
     """Samples per block by default: ``cpu_chunk`` when the default backend is the CPU,
-    ``None`` (the whole batch in one block) elsewhere.
-
-    On an H100 (jax 0.11.2, float64) blocks of 32 made vmapped talos forward dynamics
-    cost 42-56 us per state at 1024-16384 states, flat in the batch size: the `lax.map`
-    over blocks runs each block's scans one after the other, launch-bound.
+    ``None`` (the whole batch in one block) elsewhere: on a GPU the `lax.map` over blocks
+    would run each block's scans one after the other, bound by kernel launches.
     """
     return cpu_chunk if on_cpu() else None
 
@@ -85,10 +78,32 @@ def native_vmap(batched_impl, *, batch_first=False):
     with a trailing batch axis, or a pytree of such) into a single-state function
     ``f(model, *arrays)``.
 
+    Any of ``arrays`` may be ``None`` (an optional argument such as ``f_ext``): it is
+    passed on to ``batched_impl`` as ``None``, and each pattern of present arguments gets
+    its own wrapper (built once).
+
     With ``batch_first=True`` the outputs of ``batched_impl`` carry the batch as their
     FIRST axis and ``batched_impl`` blocks the batch itself (the derivative matrices,
     whose two phases block differently), so the vmap rule calls it on the whole batch.
     """
+    wrappers = {}
+
+    def f(model, *arrays):
+        present = tuple(a is not None for a in arrays)
+        g = wrappers.get(present)
+        if g is None:
+            def impl(model, *xs):
+                it = iter(xs)
+                return batched_impl(model, *(next(it) if p else None for p in present))
+
+            g = wrappers[present] = _native_vmap(impl, batch_first)
+        return g(model, *(a for a in arrays if a is not None))
+
+    return f
+
+
+def _native_vmap(batched_impl, batch_first):
+    """`native_vmap` for arrays that are all present."""
     if batch_first:
         unbatch, rebatch = (lambda o: o[0]), (lambda o: o)
         run = batched_impl
@@ -110,6 +125,7 @@ def native_vmap(batched_impl, *, batch_first=False):
     def _rule(axis_size, in_batched, model, *arrays):
         model_b, arr_b = in_batched[0], in_batched[1:]
         if any(jax.tree_util.tree_leaves(model_b)):
+            # a batch of models (stacked leaves): ordinary batching of the plain code
             axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
                 0 if b else None for b in arr_b
             )
@@ -122,6 +138,8 @@ def native_vmap(batched_impl, *, batch_first=False):
         out = jax.tree_util.tree_map(rebatch, run(model, *trailing))
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
+    # derivatives go through the plain single-state code, so grad, jacfwd and their
+    # vmaps are those of ordinary JAX code
     @jax.custom_jvp
     def f(model, *arrays):
         return fast(model, *arrays)

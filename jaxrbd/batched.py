@@ -1,11 +1,17 @@
 """Batched entry points: many states in one call, batch axis first.
 
-These run the algorithms in their native batch-trailing layout (every per-sample
-quantity carries the batch as its last, contiguous axis), which vectorises much
-better on CPU than `jax.vmap` of the single-state functions. Results equal
-`jax.vmap` of the single-state functions. Each is compiled once per model structure
-and batch size with `jaxrbd.jit` (XLA's CPU options that suit jaxrbd); called inside
-your own jit, the outer jit's options apply, so make that one a `jaxrbd.jit` too.
+`jax.vmap` of the single-state functions already runs jaxrbd's batch-trailing kernels
+(`jaxrbd._vmap.native_vmap`: every per-sample quantity carries the batch as its last,
+contiguous axis, in cache-sized blocks on the CPU), so these functions compute the same
+numbers as fast as ``jaxrbd.jit(jax.vmap(f))``. What they add is what `jax.vmap` does
+not do by itself:
+
+* batch-first arguments checked with errors that name them (``Q (N, nq)``, ...);
+* a batch of models (`stack_models`): one model per state;
+* a compiled program per model structure and batch size, made with `jaxrbd.jit` (XLA's
+  CPU options that suit jaxrbd); called inside your own jit, the outer jit's options
+  apply, so make that one a `jaxrbd.jit` too;
+* `rollout`: rollouts sharded over devices.
 
 Example:
     >>> Q = jnp.zeros((16, model.nq)); Z = jnp.zeros((16, model.nv))
@@ -335,7 +341,7 @@ def contact_impulses(model, Q, QD_minus, constraints, restitution=0.0, method="k
     return _imp_jit(model, Q, QD_minus, constraints, restitution, method=method, rcond=rcond)
 
 
-# -- rollouts (issue 5) --
+# ----------------------------------------------------------------------------- rollouts
 
 
 def rollout(
@@ -360,7 +366,8 @@ def rollout(
     `jax.sharding.Mesh` of `devices` (`jax.shard_map`, inputs placed with a
     `NamedSharding`); the batch is padded with copies of sample 0 to a multiple of the
     device count, and the padding is dropped from the results. Inside each device the
-    samples run in cache-sized blocks (128 on CPU), each block one vmapped rollout.
+    samples run in cache-sized blocks (`jaxrbd._vmap.CHUNK` on a CPU, the whole local
+    batch elsewhere), each block one vmapped rollout.
     Results equal `jax.vmap(jaxrbd.rollout)` and do not depend on the device count.
 
     Args:
@@ -394,8 +401,6 @@ def rollout(
         >>> QS.shape, QDS.shape
         ((8, 21, 9), (8, 21, 9))
     """
-    import jax
-
     from ._integrators import rollout_batched
 
     with jax.named_scope("jaxrbd.batched.rollout"):

@@ -1,22 +1,23 @@
 """Joint constructors (host-side descriptions used by `ModelBuilder`).
 
-A joint is *data*: a kind tag, its sizes and its motion-subspace columns. The
+A joint is *data*: a kind tag, its sizes and its motion-subspace columns (at ``q = 0``). The
 traced joint calculations (``XJ``, ``S``, ``vJ``, ``cJ``) live in `jaxrbd._jcalc`.
 
 Every joint with ``nv`` degrees of freedom is carried inside the model as ``nv``
 one-degree-of-freedom *nodes* (RBDL's emulation of multi-DoF joints by massless
-bodies, seed 004), which keeps every recursion step a uniform rank-1 update.
+bodies), which keeps every recursion step a uniform rank-1 update.
 
 | kind | nq | nv | q | columns (motion subspace in the child frame) |
 |---|---|---|---|---|
 | revolute(axis) | 1 | 1 | angle | ``[axis; 0]`` |
 | prismatic(axis) | 1 | 1 | displacement | ``[0; axis]`` |
 | helical(axis, pitch) | 1 | 1 | angle | ``[axis; pitch * axis]`` |
-| custom(columns) | k | k | k coordinates | the given columns, in series |
+| custom(columns) | k | k | k coordinates | RBDL's columns in series: ``[w; E(q) v]`` |
+| screw(columns) | k | k | k coordinates | exact screws in series: ``[w; v]`` |
 | planar() | 3 | 3 | x, y, angle | RBDL's planar joint (a custom joint) |
 | spherical() | 4 | 3 | quaternion (w, x, y, z) | ``[e_k; 0]`` |
 | free() | 7 | 6 | position, quaternion | ``e_k`` (body coordinates) |
-| euler_zyx/xyz/yxz() | 3 | 3 | Euler angles | ``S(q)`` (seed 000 eq. 37) |
+| euler_zyx/xyz/yxz/zxy() | 3 | 3 | Euler angles | ``S(q)`` (Felis 2017) |
 | translation_xyz() | 3 | 3 | displacement | ``[0; e_k]`` |
 | fixed() | 0 | 0 | - | merged into the parent |
 """
@@ -39,8 +40,10 @@ __all__ = [
     "euler_zyx",
     "euler_xyz",
     "euler_yxz",
+    "euler_zxy",
     "translation_xyz",
     "custom",
+    "screw",
     "planar",
     "JOINT_KINDS",
 ]
@@ -48,16 +51,23 @@ __all__ = [
 #: Every joint kind and its ``(nq, nv)``; ``None`` means "number of columns".
 JOINT_KINDS: dict[str, tuple[int | None, int | None]] = {
     "fixed": (0, 0),
-    "screw": (None, None),  # revolute, prismatic, helical, custom, planar
+    "screw": (None, None),  # revolute, prismatic, helical, screw, planar, custom with w || v
+    "custom": (None, None),  # RBDL's columns with w not parallel to v: S depends on q
     "spherical": (4, 3),
     "free": (7, 6),
     "euler_zyx": (3, 3),
     "euler_xyz": (3, 3),
     "euler_yxz": (3, 3),
+    "euler_zxy": (3, 3),
     "translation_xyz": (3, 3),
 }
 
-_EULER_AXES = {"euler_zyx": (2, 1, 0), "euler_xyz": (0, 1, 2), "euler_yxz": (1, 0, 2)}
+_EULER_AXES = {
+    "euler_zyx": (2, 1, 0),
+    "euler_xyz": (0, 1, 2),
+    "euler_yxz": (1, 0, 2),
+    "euler_zxy": (2, 0, 1),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,35 +163,84 @@ def euler_yxz() -> JointSpec:
     return _euler("euler_yxz")
 
 
+def euler_zxy() -> JointSpec:
+    """Three rotations about z, then the new x, then the new y (RBDL JointTypeEulerZXY)."""
+    return _euler("euler_zxy")
+
+
 def translation_xyz() -> JointSpec:
     """Translation along x, y and z of the joint frame (RBDL JointTypeTranslationXYZ)."""
     return JointSpec("translation_xyz", "translation_xyz", np.eye(6)[3:])
 
 
-def custom(columns: Sequence[Sequence[float]], name: str = "custom") -> JointSpec:
-    """1-6 one-DoF screw joints in series, as RBDL's ``Joint(SpatialVector, ...)``.
-
-    Each column ``[omega; v]`` (angular; linear) is one DoF: the child is rotated by
-    ``q_k`` about ``omega`` and displaced by ``v q_k`` (an exact screw motion). The
-    angular part must be zero or a unit vector; a pure translation needs ``v != 0``.
-    """
-    c = np.asarray(columns, dtype=np.float64)
+def _columns(columns, what: str) -> np.ndarray:
+    try:
+        c = np.asarray(columns, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} columns must be numbers, got {columns!r}") from None
     if c.ndim == 1:
         c = c[None]
     if c.ndim != 2 or c.shape[1] != 6 or not 1 <= c.shape[0] <= 6:
-        raise ValueError(f"custom joint columns have shape {c.shape}, expected (k, 6) with 1 <= k <= 6")
+        raise ValueError(f"{what} joint columns have shape {c.shape}, expected (k, 6) with 1 <= k <= 6")
     if not np.all(np.isfinite(c)):
-        raise ValueError("custom joint columns must be finite")
+        raise ValueError(f"{what} joint columns must be finite")
     for k, col in enumerate(c):
         nw = np.linalg.norm(col[:3])
         if nw < 1e-12:
             if np.linalg.norm(col[3:]) < 1e-12:
-                raise ValueError(f"custom joint column {k} is zero; a joint axis needs a direction")
+                raise ValueError(f"{what} joint column {k} is zero; a joint axis needs a direction")
         elif abs(nw - 1.0) > 1e-6:
             raise ValueError(
-                f"custom joint column {k} has angular part of norm {nw:.6g}, expected 0 or 1"
+                f"{what} joint column {k} has angular part of norm {nw:.6g}, expected 0 or 1"
             )
-    return JointSpec("screw", name, c)
+    return c
+
+
+def _skewed(c: np.ndarray) -> bool:
+    """Whether some column has a rotation whose translation is not along its axis."""
+    return bool(np.any(np.linalg.norm(np.cross(c[:, :3], c[:, 3:]), axis=1) > 1e-12))
+
+
+def custom(columns: Sequence[Sequence[float]], name: str = "custom") -> JointSpec:
+    """1-6 one-DoF joints in series, as RBDL's ``Joint(SpatialVector, ...)``.
+
+    Each column ``[omega; v]`` (angular; linear, in the joint frame) is one DoF: the
+    child frame is rotated by ``q_k`` about ``omega`` and its origin is displaced to
+    ``v q_k``, measured along the fixed axes of the joint frame (RBDL's
+    ``Xrot(q, omega) * Xtrans(v q)``). Its motion subspace in the child frame is
+    ``[omega; E(q) v]`` with ``E(q)`` the rotation by ``-q`` about ``omega``: it depends
+    on ``q`` unless ``v`` is parallel to ``omega`` (or ``omega = 0``), where the column
+    is an ordinary helical, revolute or prismatic joint and takes the constant-``S``
+    path. Several columns are joints in series, in the given order, with massless
+    bodies between them. For the exact screw motion ``exp([omega; v] q)`` use `screw`.
+
+    The angular part of a column must be zero or a unit vector; a pure translation
+    needs ``v != 0``. Whether the joint has a ``q``-dependent subspace is decided here,
+    from the columns: editing ``Model.axes`` later keeps that choice.
+
+    Example:
+        >>> roller = jaxrbd.joints.custom([[0, 0, 1, 1, 0, 0]])   # RBDL's roller
+        >>> roller.kind, roller.nv
+        ('custom', 1)
+    """
+    c = _columns(columns, "custom")
+    return JointSpec("custom" if _skewed(c) else "screw", name, c)
+
+
+def screw(columns: Sequence[Sequence[float]], name: str = "screw") -> JointSpec:
+    """1-6 exact screw joints in series: column ``[omega; v]`` moves the child by the
+    screw motion ``exp([omega; v] q_k)``, with a constant motion subspace ``[omega; v]``
+    in the child frame (Featherstone 2008, section 4.4).
+
+    Equal to `custom` when each ``v`` is parallel to its ``omega`` or ``omega = 0``;
+    otherwise the child origin turns about the screw axis, which passes through
+    ``omega x v`` (for a unit ``omega``), instead of sliding along ``v``.
+
+    Example:
+        >>> jaxrbd.joints.screw([[0, 0, 1, 1, 0, 0]]).kind
+        'screw'
+    """
+    return JointSpec("screw", name, _columns(columns, "screw"))
 
 
 def planar() -> JointSpec:

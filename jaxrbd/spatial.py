@@ -3,7 +3,7 @@
 Motion and force vectors are 6-vectors ``[angular; linear]``. The Plücker transform
 ``X(E, r)`` from frame A to frame B, where B is rotated by ``E`` (A coordinates to B
 coordinates) and has its origin at ``r`` (A coordinates), is ``[[E, 0], [-E r×, E]]``;
-forces transform with ``X* = X^-T = [[E, -E r×], [0, E]]`` (seed 000 eq. 16).
+forces transform with ``X* = X^-T = [[E, -E r×], [0, E]]`` (Featherstone 2008, ch. 2).
 
 Three representations of the same objects are offered:
 
@@ -12,18 +12,27 @@ Three representations of the same objects are offered:
 * products computed from 3-vector pieces without building a 6x6 (``cross_motion``,
   ``cross_force``, ``inertia_mul``);
 * the compact transform ``(E (..., 3, 3), r (..., 3))`` and the compact rigid-body inertia
-  ``pi (..., 10)`` (RBDA §2.8, seed 000 §7.3), with ``compose``, ``inverse``, ``apply_*``.
+  ``pi (..., 10)`` (Featherstone 2008, Table 2.8), with ``compose``, ``inverse``, ``apply_*``.
 
 Every function accepts leading batch axes ``...`` that broadcast against each other, is
 pure ``jax.numpy`` and works under ``jit``, ``vmap`` and ``grad``. Integer inputs are
 converted to the default floating dtype; floating inputs keep theirs.
+
+The products and transforms are those of the algorithms' own algebra
+(`jaxrbd._algebra`, `jaxrbd._rotation`), which keeps a trailing batch axis; this module
+checks and broadcasts the arguments, adds that axis and takes it off again, so each
+formula exists once.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
+
+from . import _algebra as al
+from . import _rotation
 
 __all__ = [
     "X_star",
@@ -95,6 +104,11 @@ def _broadcast(fn: str, *items: tuple[str, Array, int]) -> list[Array]:
     return [jnp.broadcast_to(x, batch + x.shape[x.ndim - k :]) for _, x, k in items]
 
 
+def _bt(fn, *xs: Array):
+    """``fn`` of `jaxrbd._algebra` (batch-trailing layout) on arrays without a batch axis."""
+    return jax.tree_util.tree_map(lambda o: o[..., 0], fn(*(x[..., None] for x in xs)))
+
+
 def _mT(A: Array) -> Array:
     return jnp.swapaxes(A, -1, -2)
 
@@ -104,17 +118,11 @@ def _mv(M: Array, v: Array) -> Array:
 
 
 def _cross(a: Array, b: Array) -> Array:
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    return _bt(al.cross, a, b)
 
 
 def _skew(v: Array) -> Array:
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    o = jnp.zeros_like(x)
-    return jnp.stack(
-        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2
-    )
+    return _bt(al.skew, v)
 
 
 def _vee(S: Array) -> Array:
@@ -141,18 +149,11 @@ def _eye3(like: Array) -> Array:
 
 def _sym_to_vec(S: Array) -> Array:
     """Symmetric 3x3 -> ``[xx, xy, yy, xz, yz, zz]`` (Pinocchio's ``Symmetric3`` order)."""
-    return jnp.stack(
-        [S[..., 0, 0], S[..., 0, 1], S[..., 1, 1], S[..., 0, 2], S[..., 1, 2], S[..., 2, 2]],
-        axis=-1,
-    )
+    return _bt(al.unsym3, S)
 
 
 def _vec_to_sym(s: Array) -> Array:
-    xx, xy, yy, xz, yz, zz = (s[..., k] for k in range(6))
-    return jnp.stack(
-        [jnp.stack([xx, xy, xz], -1), jnp.stack([xy, yy, yz], -1), jnp.stack([xz, yz, zz], -1)],
-        -2,
-    )
+    return _bt(al.sym3, s)
 
 
 def _sym(A: Array) -> Array:
@@ -199,7 +200,7 @@ def vee(S: Real[ArrayLike, "... 3 3"]) -> Float[Array, "... 3"]:
 
 
 def crm(v: Real[ArrayLike, "... 6"]) -> Float[Array, "... 6 6"]:
-    """Motion cross-product matrix ``v×`` (Featherstone Table 1, seed 000 eq. 22).
+    """Motion cross-product matrix ``v×`` (Featherstone 2008, ch. 2).
 
     ``crm(v) @ m`` is the derivative of a motion vector ``m`` fixed in a body moving with
     velocity ``v``. Prefer `cross_motion` for the product itself.
@@ -222,7 +223,7 @@ def crm(v: Real[ArrayLike, "... 6"]) -> Float[Array, "... 6 6"]:
 
 
 def crf(v: Real[ArrayLike, "... 6"]) -> Float[Array, "... 6 6"]:
-    """Force cross-product matrix ``v×* = -crm(v)ᵀ`` (seed 000 eq. 23).
+    """Force cross-product matrix ``v×* = -crm(v)ᵀ`` (Featherstone 2008, ch. 2).
 
     Args:
         v: spatial motion vectors ``[ω; v_O]``, `(..., 6)`.
@@ -264,10 +265,7 @@ def cross_motion(v: Real[ArrayLike, "... 6"], m: Real[ArrayLike, "... 6"]) -> Fl
         ("v", _float("v", v, (6,), "cross_motion"), 1),
         ("m", _float("m", m, (6,), "cross_motion"), 1),
     )
-    w, vo = v[..., :3], v[..., 3:]
-    return jnp.concatenate(
-        [_cross(w, m[..., :3]), _cross(vo, m[..., :3]) + _cross(w, m[..., 3:])], axis=-1
-    )
+    return _bt(al.cross_motion, v, m)
 
 
 def cross_force(v: Real[ArrayLike, "... 6"], f: Real[ArrayLike, "... 6"]) -> Float[Array, "... 6"]:
@@ -292,10 +290,7 @@ def cross_force(v: Real[ArrayLike, "... 6"], f: Real[ArrayLike, "... 6"]) -> Flo
         ("v", _float("v", v, (6,), "cross_force"), 1),
         ("f", _float("f", f, (6,), "cross_force"), 1),
     )
-    w, vo = v[..., :3], v[..., 3:]
-    return jnp.concatenate(
-        [_cross(w, f[..., :3]) + _cross(vo, f[..., 3:]), _cross(w, f[..., 3:])], axis=-1
-    )
+    return _bt(al.cross_force, v, f)
 
 
 # --------------------------------------------------------------------------- 6x6 transforms
@@ -591,7 +586,7 @@ def compose(
         ("E1", _float("E1", E1, (3, 3), fn), 2),
         ("r1", _float("r1", r1, (3,), fn), 1),
     )
-    return E2 @ E1, r1 + _mv(_mT(E1), r2)
+    return _bt(al.compose, E2, r2, E1, r1)
 
 
 def inverse(
@@ -667,7 +662,7 @@ def from_matrix(
 def apply_motion(
     E: Real[ArrayLike, "... 3 3"], r: Real[ArrayLike, "... 3"], m: Real[ArrayLike, "... 6"]
 ) -> Float[Array, "... 6"]:
-    """Motion vector from A to B coordinates, ``X m = [E ω; E (v - r × ω)]`` (seed 000 eq. 66).
+    """Motion vector from A to B coordinates, ``X m = [E ω; E (v - r × ω)]``.
 
     Args:
         E: rotation of ``B_X_A``, `(..., 3, 3)`.
@@ -684,9 +679,7 @@ def apply_motion(
         >>> spatial.apply_motion(jnp.eye(3), jnp.array([1.0, 0.0, 0.0]), w).tolist()
         [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     """
-    E, r, m = _Er("apply_motion", E, r, ("m", m, (6,)))
-    w = m[..., :3]
-    return jnp.concatenate([_mv(E, w), _mv(E, m[..., 3:] - _cross(r, w))], axis=-1)
+    return _bt(al.X_motion, *_Er("apply_motion", E, r, ("m", m, (6,))))
 
 
 def apply_inverse_motion(
@@ -709,10 +702,7 @@ def apply_inverse_motion(
         >>> spatial.apply_inverse_motion(jnp.eye(3), jnp.array([1.0, 0.0, 0.0]), w).tolist()
         [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
     """
-    E, r, m = _Er("apply_inverse_motion", E, r, ("m", m, (6,)))
-    ET = _mT(E)
-    w = _mv(ET, m[..., :3])
-    return jnp.concatenate([w, _mv(ET, m[..., 3:]) + _cross(r, w)], axis=-1)
+    return _bt(al.Xinv_motion, *_Er("apply_inverse_motion", E, r, ("m", m, (6,))))
 
 
 def apply_force(
@@ -735,9 +725,7 @@ def apply_force(
         >>> spatial.apply_force(jnp.eye(3), jnp.array([1.0, 0.0, 0.0]), f).tolist()
         [0.0, 0.0, -1.0, 0.0, 1.0, 0.0]
     """
-    E, r, f = _Er("apply_force", E, r, ("f", f, (6,)))
-    fl = f[..., 3:]
-    return jnp.concatenate([_mv(E, f[..., :3] - _cross(r, fl)), _mv(E, fl)], axis=-1)
+    return _bt(al.X_force, *_Er("apply_force", E, r, ("f", f, (6,))))
 
 
 def apply_transpose_force(
@@ -762,10 +750,7 @@ def apply_transpose_force(
         >>> spatial.apply_transpose_force(jnp.eye(3), jnp.array([1.0, 0.0, 0.0]), f).tolist()
         [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     """
-    E, r, f = _Er("apply_transpose_force", E, r, ("f", f, (6,)))
-    ET = _mT(E)
-    fl = _mv(ET, f[..., 3:])
-    return jnp.concatenate([_mv(ET, f[..., :3]) + _cross(r, fl), fl], axis=-1)
+    return _bt(al.XT_force, *_Er("apply_transpose_force", E, r, ("f", f, (6,))))
 
 
 def _translate_inertia6(I: Array, r: Array) -> Array:
@@ -774,16 +759,6 @@ def _translate_inertia6(I: Array, r: Array) -> Array:
     S = _skew(r)
     SD = S @ D
     return _blocks(A - S @ C + (B - SD) @ S, B - SD, C + D @ S, D)
-
-
-def _inertia_vector_transform(E: Array, r: Array, pi: Array) -> Array:
-    """``X* I X⁻¹`` on compact inertias (RBDA Table 2.8): ``h' = E (h - m r)``,
-    ``Ī' = E (Ī + r× h× + (h - m r)× r×) Eᵀ``."""
-    m, h, Ib = pi[..., :1], pi[..., 1:4], _vec_to_sym(pi[..., 4:])
-    g = h - m * r
-    S = _skew(r)
-    Ib = E @ (Ib + S @ _skew(h) + _skew(g) @ S) @ _mT(E)
-    return jnp.concatenate([m, _mv(E, g), _sym_to_vec(_sym(Ib))], axis=-1)
 
 
 def _inertia_arg(fn: str, I) -> tuple[Array, bool]:
@@ -800,7 +775,7 @@ def apply_inertia(
     r: Real[ArrayLike, "... 3"],
     I: Real[ArrayLike, "... 6 6"] | Real[ArrayLike, "... 10"],
 ) -> Float[Array, "... 6 6"] | Float[Array, "... 10"]:
-    """Inertia from A to B coordinates, ``X* I X⁻¹`` (seed 000 eq. 20).
+    """Inertia from A to B coordinates, ``X* I X⁻¹`` (Featherstone 2008, ch. 2).
 
     A 6x6 ``I`` may be any spatial inertia (rigid, composite or articulated); a compact
     ``(..., 10)`` rigid-body inertia (see `inertia_to_vector`) is transformed in compact
@@ -824,8 +799,8 @@ def apply_inertia(
     """
     I, compact = _inertia_arg("apply_inertia", I)
     E, r, I = _Er("apply_inertia", E, r, ("I", I, I.shape[-1:] if compact else (6, 6)))
-    if compact:
-        return _inertia_vector_transform(E, r, I)
+    if compact:  # X* I X^-1 = Y^T I Y with Y = X^-1 = X(E^T, -E r)
+        return _bt(al.XT_compact_X, _mT(E), -_mv(E, r), I)
     A, B, C, D = _split(_translate_inertia6(I, r))
     ET = _mT(E)
     return _blocks(E @ A @ ET, E @ B @ ET, E @ C @ ET, E @ D @ ET)
@@ -858,8 +833,7 @@ def apply_transpose_inertia(
     E, r, I = _Er("apply_transpose_inertia", E, r, ("I", I, I.shape[-1:] if compact else (6, 6)))
     ET = _mT(E)
     if compact:
-        # X^T I X = (X^-1)* I (X^-1)^-1 with X^-1 = X(E^T, -E r).
-        return _inertia_vector_transform(ET, -_mv(E, r), I)
+        return _bt(al.XT_compact_X, E, r, I)
     # xlt(r)^T rot(E)^T I rot(E) xlt(r): rotate back, then translate by -r.
     A, B, C, D = _split(I)
     I = _blocks(ET @ A @ E, ET @ B @ E, ET @ C @ E, ET @ D @ E)
@@ -872,7 +846,7 @@ def apply_transpose_inertia(
 def mcI(
     m: Real[ArrayLike, "..."], c: Real[ArrayLike, "... 3"], I_c: Real[ArrayLike, "... 3 3"]
 ) -> Float[Array, "... 6 6"]:
-    """Spatial inertia of a rigid body (Table 1, seed 000 eq. 15).
+    """Spatial inertia of a rigid body (Featherstone 2008, ch. 2).
 
     Args:
         m: mass [kg], `(...)`.
@@ -1044,10 +1018,7 @@ def inertia_mul(
     )
     if not compact:
         return _mv(I, v)
-    m, h, w, vo = I[..., :1], I[..., 1:4], v[..., :3], v[..., 3:]
-    return jnp.concatenate(
-        [_mv(_vec_to_sym(I[..., 4:]), w) + _cross(h, vo), m * vo - _cross(h, w)], axis=-1
-    )
+    return _bt(al.inertia_mul, I, v)
 
 
 # --------------------------------------------------------------------------- rotations
@@ -1057,8 +1028,9 @@ def quat_to_rotation(q: Real[ArrayLike, "... 4"]) -> Float[Array, "... 3 3"]:
     """Rotation matrix of a quaternion ``(w, x, y, z)``, robotics convention.
 
     ``R`` maps body coordinates to world (parent) coordinates; its transpose is the ``E``
-    of a Plücker transform. ``q`` need not be normalised (``R`` is that of ``q / |q|``);
-    ``q = 0`` gives the identity, with finite gradients.
+    of a Plücker transform. ``q`` need not be normalised (``R`` is that of ``q / |q|``).
+    A zero quaternion names no rotation and gives NaN, as in every algorithm of jaxrbd
+    (see the conventions page).
 
     Args:
         q: quaternions ``(w, x, y, z)``, `(..., 4)`.
@@ -1073,22 +1045,7 @@ def quat_to_rotation(q: Real[ArrayLike, "... 4"]) -> Float[Array, "... 3 3"]:
         >>> np.round(np.asarray(spatial.quat_to_rotation(q), float), 6).tolist()
         [[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
     """
-    q = _float("q", q, (4,), "quat_to_rotation")
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    n2 = w * w + x * x + y * y + z * z
-    ok = n2 > jnp.finfo(q.dtype).eps ** 2
-    s = jnp.where(ok, 2.0 / jnp.where(ok, n2, 1.0), 0.0)
-    xx, yy, zz = s * x * x, s * y * y, s * z * z
-    xy, xz, yz = s * x * y, s * x * z, s * y * z
-    wx, wy, wz = s * w * x, s * w * y, s * w * z
-    return jnp.stack(
-        [
-            jnp.stack([1.0 - yy - zz, xy - wz, xz + wy], -1),
-            jnp.stack([xy + wz, 1.0 - xx - zz, yz - wx], -1),
-            jnp.stack([xz - wy, yz + wx, 1.0 - xx - yy], -1),
-        ],
-        -2,
-    )
+    return _bt(_rotation.quat_to_R, _float("q", q, (4,), "quat_to_rotation"))
 
 
 def rotation_to_quat(R: Real[ArrayLike, "... 3 3"]) -> Float[Array, "... 4"]:

@@ -375,10 +375,26 @@ def test_quaternions(seed, kind):
     assert np.all(np.isfinite(g))
 
 
-def test_quaternion_zero_is_identity_with_finite_gradient():
-    close(spatial.quat_to_rotation(jnp.zeros(4)), np.eye(3))
-    g = jax.grad(lambda q: jnp.sum(spatial.quat_to_rotation(q) ** 2))(jnp.zeros(4))
+def test_quaternion_zero_is_nan_everywhere():
+    """One rule for the zero quaternion: it names no rotation, so the public conversion,
+    the algorithms' own and the dynamics all give NaN (docs/conventions.md); any other
+    scale is normalised away, with finite gradients."""
+    from jaxrbd import _rotation
+
+    assert np.all(np.isnan(spatial.quat_to_rotation(jnp.zeros(4))))
+    assert np.all(np.isnan(_rotation.quat_to_R(jnp.zeros((4, 1)))))
+    q = jnp.array([0.3, -0.1, 0.5, 0.2])
+    close(spatial.quat_to_rotation(1e-150 * q), spatial.quat_to_rotation(q), name="tiny")
+    close(spatial.quat_to_rotation(q), _rotation.quat_to_R(q[:, None])[..., 0], name="same R")
+    g = jax.grad(lambda q: jnp.sum(spatial.quat_to_rotation(q)[0]))(q)
     assert np.all(np.isfinite(g))
+    import jaxrbd
+
+    b = jaxrbd.ModelBuilder()
+    b.add_body("ball", "world", jaxrbd.joints.spherical(), jaxrbd.Body(1.0, (0, 0, -1), np.eye(3)))
+    model = b.build()
+    tau = jaxrbd.inverse_dynamics(model, jnp.zeros(4), jnp.zeros(3), jnp.zeros(3))
+    assert np.all(np.isnan(tau))
 
 
 @settings(max_examples=20, deadline=None)

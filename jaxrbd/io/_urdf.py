@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 import xml.etree.ElementTree as ET
 from typing import Any
 
 import numpy as np
 
 from .. import joints
-from .._body import Body, Transform
+from .._body import Body, Transform, check_inertia_option
 from .._builder import ModelBuilder, inertia_vector
 from .._model import Model
 
@@ -18,14 +19,15 @@ __all__ = ["load_urdf"]
 
 _MOVABLE = ("revolute", "continuous", "prismatic", "floating", "planar")
 _JOINT_TYPES = ("fixed",) + _MOVABLE
-_MIMIC_MODES = ("error", "independent")
+_MIMIC_MODES = ("couple", "independent", "error")
 
 
 def load_urdf(
     path_or_xml_string: str | os.PathLike | bytes,
     floating_base: bool = False,
     return_info: bool = False,
-    mimic: str = "error",
+    mimic: str = "couple",
+    inertia_check: str = "warn",
 ) -> Model | tuple[Model, dict[str, Any]]:
     """Build a `Model` from a URDF file or string; meshes are never opened.
 
@@ -60,11 +62,20 @@ def load_urdf(
     `Model.q_lower`, `Model.q_upper`, `Model.velocity_limit`, `Model.effort_limit`,
     `Model.damping` and `Model.friction` (data only: the dynamics do not apply them).
 
-    Mimic joints are not supported as coupled joints: by default a movable joint
-    with a ``<mimic>`` element is an error (make it ``fixed`` in the URDF, as the
-    reference robots do; a ``<mimic>`` left on a fixed joint is ignored).
-    ``mimic="independent"`` loads it as an ordinary independent joint instead and
-    reports the coupling in ``info["mimic"]``.
+    Mimic joints (``<mimic joint multiplier offset>``) are coupled by default
+    (``mimic="couple"``, as Pinocchio's ``mimic=True``): the mimicking joint follows
+    ``q_m = multiplier * q_j + offset`` and has no coordinate of its own, so the result
+    is a `jaxrbd.CoupledModel` whose ``q``/``v`` hold the independent joints only.
+    ``mimic="independent"`` loads it as an ordinary independent joint instead (a plain
+    `Model`, the coupling reported in ``info["mimic"]``), and ``mimic="error"`` refuses
+    it. A ``<mimic>`` on a fixed joint is ignored.
+
+    Inertias that are finite and symmetric but physically inconsistent (the triangle
+    inequality violated, eigenvalues slightly below zero: common in CAD exports) load
+    with one warning naming every such link (``inertia_check="warn"``, the default, as
+    Pinocchio and urdfdom load them); ``"error"`` refuses them and ``"ignore"`` is
+    silent. Non-finite numbers, negative masses and non-symmetric inertias are always
+    errors naming the link.
 
     Args:
         path_or_xml_string: a filesystem path (`str` or `os.PathLike`), or the URDF
@@ -72,7 +83,8 @@ def load_urdf(
             (always parsed as XML).
         floating_base: attach the root link to the world by a free joint (nq 7, nv 6).
         return_info: also return a dict with the raw per-joint extras (below).
-        mimic: ``"error"`` (default) or ``"independent"``, see above.
+        mimic: ``"couple"`` (default), ``"independent"`` or ``"error"``, see above.
+        inertia_check: ``"warn"`` (default), ``"error"`` or ``"ignore"``, see above.
 
     Returns:
         The `Model` (leaves in JAX's default float dtype) or, with ``return_info``,
@@ -84,8 +96,8 @@ def load_urdf(
             ``lower = -inf``, ``upper = inf``), in [rad | m], [N·m | N], [rad/s | m/s];
         - ``"dynamics"``: ``{joint: dict(damping, friction)}`` for every movable
             joint with a ``<dynamics>`` element (missing attributes are 0);
-        - ``"mimic"``: ``{joint: dict(joint, multiplier, offset)}`` (only filled with
-            ``mimic="independent"``: ``q[joint] = multiplier * q[mimicked] + offset``).
+        - ``"mimic"``: ``{joint: dict(joint, multiplier, offset)}`` for every movable
+            mimic joint: ``q[joint] = multiplier * q[mimicked] + offset``.
 
     Raises:
         ValueError: malformed XML (with the parser's message); no ``<robot>`` root; a
@@ -93,8 +105,9 @@ def load_urdf(
             an unknown type, without ``<parent>``/``<child>`` or naming a link that
             does not exist; a link that is the child of two joints; a cycle; zero or
             several root links; a non-numeric, non-finite or wrongly sized number; a
-            zero axis; a non-physical ``<inertial>`` (the message names the link); a
-            mimic joint (see above).
+            zero axis; a non-finite, negative-mass or non-symmetric ``<inertial>`` (the
+            message names the link); a mimic joint with ``mimic="error"``, or one whose
+            joints are not both 1-DoF or that mimics a mimic joint.
         OSError: ``path_or_xml_string`` names a file that cannot be read.
 
     Example:
@@ -123,6 +136,7 @@ def load_urdf(
     """
     if mimic not in _MIMIC_MODES:
         raise ValueError(f"mimic is {mimic!r}, expected one of {_MIMIC_MODES}")
+    check_inertia_option(inertia_check)
     robot = _parse_robot(path_or_xml_string)
 
     links = _read_links(robot)
@@ -163,14 +177,14 @@ def load_urdf(
                 f"URDF joint {name!r}: <mimic joint={m['joint']!r}> names no joint of the URDF"
             )
 
-    builder = ModelBuilder()
+    builder = ModelBuilder(inertia_check=inertia_check)
     if root == "world":
         if floating_base:
             raise ValueError(
                 "URDF root link is named 'world', which is the world itself and cannot "
                 "float; load with floating_base=False or remove the 'world' link"
             )
-        mass, com, Ic = _body_arrays("world", links["world"])
+        mass, com, Ic = _body_arrays("world", links["world"], inertia_check)
         builder.world_inertia = builder.world_inertia + inertia_vector(mass, com, Ic)
     elif floating_base:
         if "root_joint" in joint_names:
@@ -200,7 +214,17 @@ def load_urdf(
         stack.extend(reversed(children[child]))
     if len(visited) != len(links):
         raise ValueError(_cycle_message(links, parent_joint, visited))
-    model = builder.build()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = builder.build()
+    for w in caught:  # the builder's inertia warning, re-issued at the caller
+        warnings.warn(f"URDF: {w.message}", w.category, stacklevel=2)
+    if mimic == "couple" and info["mimic"]:
+        from .._coupling import couple
+
+        model = couple(model, {
+            name: (m["joint"], m["multiplier"], m["offset"]) for name, m in info["mimic"].items()
+        })
     return (model, info) if return_info else model
 
 
@@ -341,10 +365,11 @@ def _read_extras(j: dict[str, Any], info: dict[str, Any], mimic: str) -> None:
         }
 
 
-def _body_arrays(name: str, link: ET.Element) -> tuple[float, np.ndarray, np.ndarray]:
+def _body_arrays(name: str, link: ET.Element, inertia_check: str = "warn"
+                 ) -> tuple[float, np.ndarray, np.ndarray]:
     """Checked ``(mass, com, inertia about the com)`` of a link, in link coordinates."""
     try:
-        return _body(name, link).arrays(name)
+        return _body(name, link).arrays(name, inertia_check)
     except ValueError as e:
         raise ValueError(f"URDF link {name!r}: {e}") from None
 

@@ -1,0 +1,283 @@
+"""Benchmark ground contact (`jaxrbd.ground`) against MuJoCo C and MJX on the same scenes.
+
+Scenes (``tests/data``, floating base, flat ground, friction 1, dt = 1 ms, no torques,
+started standing): solo12 with a sphere (r = 16 mm) at each of its 4 feet, and talos
+with 4 spheres (r = 10 mm) at the corners of each sole (8 points). The MuJoCo scene is
+built from the same URDF by MuJoCo's URDF import (meshes stripped, the same spheres
+added as collision geometry, a free joint and a ground plane): same masses, inertias
+and contact points.
+
+Rows (per robot, contact model and batch ``B``): ``jit(vmap(rollout))`` of ``--inner``
+steps from ``B`` states; ``steps_per_s`` counts sample-steps (``B * inner / time``).
+Peers in the same run: ``mujoco_c`` (``mj_step`` loop, one thread, ``nstep`` steps per
+call) and ``mjx`` (``jit(vmap(fori_loop(mjx.step)))``, only when ``mujoco.mjx`` imports;
+``pip install mujoco-mjx``). ``ratio_mujoco`` = MuJoCo's time per sample-step / ours
+(> 1: jaxrbd is faster).
+
+A second table compares the two hard-contact solvers on single contact problems
+(solo12 and talos at rest, sliding, at an impact): the largest violation of the contact
+conditions [m/s] after 10, 20, 50, 100 iterations (`ground.solve_contact_problem`).
+
+    PYTHONPATH=. python benchmarks/bench_ground.py             # batches 1, 1024, 4096
+    PYTHONPATH=. python benchmarks/bench_ground.py --quick     # batches 1, 256; inner 20
+
+Writes ``benchmarks/results/ground.json`` (``--quick``: ``ground_quick.json``). The
+machine is shared: figures are noisy (the load average is recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as cm  # noqa: E402
+
+import jaxrbd  # noqa: E402
+from jaxrbd import ground  # noqa: E402
+
+DT = 1e-3
+
+
+def scene(robot):
+    """``(model, contacts, q0, sphere_items, urdf_text)`` for a robot standing on z = 0."""
+    path = cm.DATA / f"{robot}.urdf"
+    model = jaxrbd.load_urdf(path, floating_base=True)
+    if robot == "solo12":
+        items = [(f"{leg}_FOOT", (0.0, 0.0, 0.0), 0.016) for leg in ("FL", "FR", "HL", "HR")]
+        q = jnp.zeros(model.nq).at[3].set(1.0)
+        q = q.at[7:].set(jnp.array([0, 0.8, -1.6] * 2 + [0, -0.8, 1.6] * 2))
+    else:
+        items = [(s, (x, y, 0.0), 0.01) for s in ("left_sole_link", "right_sole_link")
+                 for x in (-0.1, 0.1) for y in (-0.065, 0.065)]
+        q = jnp.zeros(model.nq).at[3].set(1.0)
+    contacts = ground.ContactPoints.create(model, items)
+    gap, *_ = ground.contact_frames(model, q, contacts, ground.Plane())
+    q = q.at[2].add(-jnp.min(gap))
+    return model, contacts, q, items, path.read_text()
+
+
+def mujoco_xml(urdf_text, items):
+    """The URDF without meshes, with the contact spheres as collision geometry."""
+    root = ET.fromstring(urdf_text)
+    for link in root.iter("link"):
+        for tag in ("visual", "collision"):
+            for el in link.findall(tag):
+                link.remove(el)
+    links = {l.get("name"): l for l in root.iter("link")}
+    for body, p, r in items:
+        col = ET.SubElement(links[body], "collision")
+        ET.SubElement(col, "origin", xyz=" ".join(map(str, p)))
+        geom = ET.SubElement(col, "geometry")
+        ET.SubElement(geom, "sphere", radius=str(r))
+    return ET.tostring(root, encoding="unicode")
+
+
+def mujoco_model(urdf_text, items):
+    import mujoco
+
+    spec = mujoco.MjSpec.from_string(mujoco_xml(urdf_text, items))
+    spec.option.timestep = DT
+    spec.option.gravity = [0.0, 0.0, -9.81]
+    base = spec.worldbody.first_body()
+    base.add_freejoint()
+    spec.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[20, 20, 0.1])
+    for g in spec.geoms:
+        g.friction = [1.0, 0.005, 0.0001]
+    return spec.compile()
+
+
+def time_mujoco(urdf_text, items, q0, nstep=200):
+    import mujoco
+
+    m = mujoco_model(urdf_text, items)
+    d = mujoco.MjData(m)
+    if m.nq != q0.shape[0]:
+        raise RuntimeError(f"MuJoCo scene has nq = {m.nq}, jaxrbd {q0.shape[0]}")
+
+    def call():
+        mujoco.mj_resetData(m, d)
+        d.qpos[:] = q0
+        mujoco.mj_step(m, d, nstep)
+
+    t = cm.time_python(call, budget_s=1.0, block_s=1e-3, min_repeats=5, max_repeats=200)
+    return t["median_s"] / nstep, m
+
+
+def mjx_rows(robot, batches, inner):
+    """MJX timings, in this process when ``mujoco.mjx`` imports."""
+    from mujoco import mjx
+
+    _, _, q0, items, urdf = scene(robot)
+    m = mujoco_model(urdf, items)
+    mx = mjx.put_model(m)
+    rows = []
+    for B in batches:
+        d0 = mjx.make_data(mx).replace(qpos=jnp.asarray(np.asarray(q0)))
+        batch = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (B,) + x.shape), d0)
+
+        def run(d):
+            return jax.lax.fori_loop(0, inner, lambda _, d: jax.vmap(mjx.step, (None, 0))(mx, d), d)
+
+        t0 = time.perf_counter()
+        f = jax.jit(run).lower(batch).compile()
+        compile_s = time.perf_counter() - t0
+        t = cm.time_jax(f, batch, budget_s=2.0, min_repeats=3, max_repeats=50)
+        rows.append(dict(robot=robot, batch=B, mjx_s_per_step=t["median_s"] / (B * inner),
+                         mjx_compile_s=compile_s))
+    return rows
+
+
+def solver_table(robots):
+    from jaxrbd._ground_solvers import natural_residual, solve
+
+    plane = ground.Plane(friction=0.7)
+    rows = []
+    for robot in robots:
+        model, contacts, q, *_ = scene(robot)
+        for case in ("rest", "slide", "impact"):
+            qd = jnp.zeros(model.nv)
+            if case == "slide":
+                qd = qd.at[3].set(1.0)
+            if case == "impact":
+                qd = qd.at[5].set(-1.0).at[3].set(0.3)
+            A, c, mu = ground.contact_problem(model, q, qd, jnp.zeros(model.nv), DT, contacts,
+                                              plane)
+            row = dict(robot=robot, case=case, rows=int(A.shape[0]))
+            for solver, rho in (("pgs", 0.0), ("admm", 0.05), ("admm", 0.2), ("admm", 1.0)):
+                for it in (10, 20, 50, 100):
+                    lam = solve(solver, it, rho, A, c, mu, jnp.zeros_like(c))
+                    key = f"{solver}{'' if solver == 'pgs' else rho}@{it}"
+                    row[key] = float(natural_residual(lam, A, c, mu))
+            rows.append(row)
+    return rows
+
+
+def solver_timing(robots, B=1024):
+    """Time per solve of one contact problem, batched (same iterations)."""
+    from jaxrbd._ground_solvers import solve
+
+    out = []
+    for robot in robots:
+        model, contacts, q, *_ = scene(robot)
+        A, c, mu = ground.contact_problem(model, q, jnp.zeros(model.nv), jnp.zeros(model.nv), DT,
+                                          contacts, ground.Plane())
+        As, cs, mus = (jnp.broadcast_to(x, (B,) + x.shape) for x in (A, c, mu))
+        for solver, it in (("pgs", 30), ("admm", 30)):
+            f = jax.jit(jax.vmap(lambda A, c, mu: solve(solver, it, 0.2, A, c, mu, jnp.zeros_like(c))))
+            t = cm.time_jax(f, As, cs, mus, budget_s=1.0)
+            out.append(dict(robot=robot, solver=solver, iterations=it, batch=B,
+                            us_per_solve=1e6 * t["median_s"] / B))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--robots", default="solo12,talos")
+    ap.add_argument("--batches", default=None)
+    ap.add_argument("--inner", type=int, default=None)
+    ap.add_argument("--mjx-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    robots = args.robots.split(",")
+    gpu = jax.devices()[0].platform == "gpu"
+    default_batches = "1,256" if args.quick else ("1,1024,4096,16384" if gpu else "1,1024,4096")
+    batches = [int(b) for b in (args.batches or default_batches).split(",")]
+    inner = args.inner or (20 if args.quick else 50)
+
+    if args.mjx_only:
+        rows = [r for robot in robots for r in mjx_rows(robot, batches, inner)]
+        print(json.dumps(rows))
+        return
+
+    rows = []
+    for robot in robots:
+        model, contacts, q0, items, urdf = scene(robot)
+        try:
+            mj_step_s, _ = time_mujoco(urdf, items, np.asarray(q0))
+        except Exception as e:  # MuJoCo missing or its URDF import failing
+            print(f"MuJoCo: {e}", file=sys.stderr)
+            mj_step_s = None
+        for kind in ("hard", "compliant"):
+            for B in batches:
+                Q = jnp.broadcast_to(q0, (B, model.nq))
+                QD = jnp.zeros((B, model.nv))
+                taus = jnp.zeros((inner, model.nv))
+
+                def run(Q, QD, kind=kind):
+                    f = lambda q, qd: ground.rollout(model, q, qd, taus, DT, contacts,
+                                                     ground.Plane(), kind)[:2]
+                    return jax.vmap(f)(Q, QD)
+
+                f, _, compile_s = cm.compile_jit(run, Q, QD)
+                t = cm.time_jax(f, Q, QD, budget_s=2.0, min_repeats=3, max_repeats=100)
+                per = t["median_s"] / (B * inner)
+                row = dict(robot=robot, model=kind, batch=B, inner=inner, s_per_step=per,
+                           steps_per_s=1.0 / per, compile_s=compile_s, mujoco_c_s_per_step=mj_step_s,
+                           ratio_mujoco=None if mj_step_s is None else mj_step_s / per)
+                rows.append(row)
+                print(f"{robot:7s} {kind:9s} B={B:6d}: {1e6 * per:9.2f} us/sample-step "
+                      f"(MuJoCo C {1e6 * mj_step_s if mj_step_s else float('nan'):.2f} us), "
+                      f"compile {compile_s:.1f} s", flush=True)
+
+    # MJX: in this process if it imports, else in the interpreter named by MJX_PYTHON
+    mjx = []
+    try:
+        from mujoco import mjx as _  # noqa: F401
+
+        mjx = [r for robot in robots for r in mjx_rows(robot, batches, inner)]
+    except ImportError:
+        py = os.environ.get("MJX_PYTHON")
+        if py:
+            cmd = [py, __file__, "--mjx-only", "--robots", args.robots,
+                   "--batches", ",".join(map(str, batches)), "--inner", str(inner)]
+            out = subprocess.run(cmd, capture_output=True, text=True,
+                                 env=dict(os.environ, PYTHONPATH=str(cm.ROOT)))
+            if out.returncode == 0:
+                mjx = json.loads(out.stdout.strip().splitlines()[-1])
+            else:
+                print("MJX run failed:", out.stderr[-2000:], file=sys.stderr)
+    for r in rows:
+        for m in mjx:
+            if m["robot"] == r["robot"] and m["batch"] == r["batch"]:
+                r["mjx_s_per_step"] = m["mjx_s_per_step"]
+                r["ratio_mjx"] = m["mjx_s_per_step"] / r["s_per_step"]
+                r["mjx_compile_s"] = m["mjx_compile_s"]
+
+    us = lambda x: "-" if x is None else f"{1e6 * x:.2f}"
+    ratio = lambda x: "-" if x is None else f"{x:.2f}"
+    cm.print_table(rows, [("robot", "robot", str), ("model", "model", str), ("batch", "batch", str),
+                          ("us/step", "s_per_step", us), ("MuJoCo C", "mujoco_c_s_per_step", us),
+                          ("MJX", "mjx_s_per_step", us), ("x MuJoCo", "ratio_mujoco", ratio),
+                          ("x MJX", "ratio_mjx", ratio), ("compile s", "compile_s", ratio)])
+    solvers = solver_table(robots)
+    print("\nlargest violation of the contact conditions [m/s] after k iterations")
+    keys = [k for k in solvers[0] if "@" in k]
+    cm.print_table(solvers, [("robot", "robot", str), ("case", "case", str)]
+                   + [(k, k, lambda x: f"{x:.1e}") for k in keys])
+    timing = solver_timing(robots)
+    cm.print_table(timing, [("robot", "robot", str), ("solver", "solver", str),
+                            ("iters", "iterations", str), ("us/solve", "us_per_solve",
+                                                           lambda x: f"{x:.2f}")])
+    out = args.out or cm.RESULTS / ("ground_quick.json" if args.quick else "ground.json")
+    cm.write_json(out, rows, cm.machine_metadata(), solvers=solvers, solver_timing=timing,
+                  mjx_available=bool(mjx), dt=DT)
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,450 @@
+"""Ground contact: unilateral contacts with Coulomb friction against a terrain.
+
+Collidable spheres on the bodies (`ContactPoints`) meet a terrain (`Plane`,
+`Heightfield`); `step` advances the state by one semi-implicit time step under the
+contact forces of one of two models, and `rollout` scans it:
+
+* ``"hard"`` (`HardContact`): velocity-level time stepping (Stewart and Trinkle 1996,
+  Anitescu and Potra 1997). The post-step velocity ``qd+ = v_free + H^-1 G^T lam``
+  satisfies, per contact, Signorini's condition on the normal velocity (shifted by the
+  gap, restitution and a position-error correction) and Coulomb's law with the circular
+  friction cone, solved on the Delassus matrix ``G H^-1 G^T`` by a fixed number of
+  projected Gauss-Seidel or ADMM iterations; its gradients come from the implicit
+  function theorem at the solution (`jax.custom_vjp`), not from the iterations.
+* ``"compliant"`` (`CompliantContact`): Hunt and Crossley (1975) normal force
+  ``k d^p (1 + c d')`` with a regularised Coulomb friction ``-mu f_n u_t / sqrt(|u_t|^2 +
+  eps^2)``; smooth, differentiable by plain AD, integrated linearly implicitly in the
+  contact forces so that stiff contacts stay stable at millisecond steps.
+
+Contact forces are reported per point in the contact frame, ``[normal; tangent1;
+tangent2]`` components along the rows of ``frame`` (world coordinates), acting on the
+robot; `ContactInfo.world_force` gives them as world vectors.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float
+
+from . import _linalg
+from ._common import _as_float, check_state, check_vector
+from ._configuration import integrate
+from ._crba import mass_matrix
+from ._ground_geometry import (
+    AbstractTerrain,
+    ContactPoints,
+    Heightfield,
+    Plane,
+    _check_contacts,
+    _check_terrain,
+    contact_frames,
+    contact_jacobian,
+    tangent_basis,
+)
+from ._ground_solvers import SOLVERS, natural_residual, solve
+from ._integrators import _check_checkpoint, _check_controls, _check_dt, _result, _scan
+from ._rnea import bias_forces
+
+__all__ = [
+    "AbstractTerrain",
+    "CompliantContact",
+    "ContactInfo",
+    "ContactPoints",
+    "HardContact",
+    "Heightfield",
+    "Plane",
+    "contact_frames",
+    "contact_problem",
+    "rollout",
+    "solve_contact_problem",
+    "step",
+    "tangent_basis",
+]
+
+
+# ---------------------------------------------------------------- contact models
+
+
+def _scalar(x):
+    return jnp.asarray(x)
+
+
+class HardContact(eqx.Module):
+    """Rigid unilateral contact with Coulomb friction, velocity-level time stepping.
+
+    Per contact, with ``u+`` the post-step contact velocity ``[u_n; u_t]`` and ``lam`` the
+    impulse: ``lam_n >= 0``, ``u_n+ >= target``, complementary; ``|lam_t| <= mu lam_n``
+    with maximal dissipation. The normal target is ``-gap/dt`` while apart (the contact
+    closes exactly at the end of the step), ``-baumgarte * gap/dt`` when penetrating
+    (position-error correction), and at least ``-restitution * u_n-`` at an impact
+    (approach speed above ``restitution_threshold``).
+
+    Attributes:
+        restitution: Newton's coefficient of restitution ``e`` in [0, 1].
+        baumgarte: fraction of a penetration removed per step, in [0, 1].
+        restitution_threshold: slowest approach [m/s] that bounces (resting contacts
+            must not chatter: keep it above ``|g| dt``).
+        regularization: relative diagonal added to the Delassus matrix (makes redundant
+            contacts, e.g. four corners of a foot, well posed; the bias it leaves in the
+            contact velocities is ``regularization`` times the velocity change).
+        solver: ``"pgs"`` (projected Gauss-Seidel, default) or ``"admm"``.
+        iterations: fixed number of solver iterations (sweeps).
+        admm_rho: ADMM penalty relative to the mean diagonal of the Delassus matrix.
+
+    Example:
+        >>> hard = jaxrbd.ground.HardContact(restitution=0.5, iterations=50)
+    """
+
+    restitution: Float[Array, ""] = eqx.field(default=0.0, converter=_scalar)
+    baumgarte: Float[Array, ""] = eqx.field(default=0.2, converter=_scalar)
+    restitution_threshold: Float[Array, ""] = eqx.field(default=0.1, converter=_scalar)
+    regularization: Float[Array, ""] = eqx.field(default=1e-6, converter=_scalar)
+    solver: str = eqx.field(default="pgs", static=True)
+    iterations: int = eqx.field(default=30, static=True)
+    admm_rho: float = eqx.field(default=0.5, static=True)
+
+    def __check_init__(self):
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        if isinstance(self.iterations, bool) or not isinstance(self.iterations, int) or self.iterations < 1:
+            raise ValueError(f"iterations must be an int >= 1, got {self.iterations!r}")
+        if not (isinstance(self.admm_rho, (int, float)) and self.admm_rho > 0):
+            raise ValueError(f"admm_rho must be a positive float, got {self.admm_rho!r}")
+
+
+class CompliantContact(eqx.Module):
+    """Hunt-Crossley normal force with a regularised Coulomb friction.
+
+    With the penetration ``d = max(-gap, 0)`` and its rate ``d' = -u_n``:
+    ``f_n = max(0, k d^p (1 + c d'))``, ``f_t = -mu f_n u_t / sqrt(|u_t|^2 + eps^2)``.
+    A sliding contact gets the full Coulomb force; a "sticking" one creeps at
+    ``eps s / sqrt(1 - s^2)`` where ``s = |f_t| / (mu f_n)``. The step treats the forces
+    linearly implicitly (their derivatives in the contact velocity and, through the
+    gap, the position), which keeps stiff contacts stable at ``dt = 1e-3``.
+
+    Attributes:
+        stiffness: ``k`` [N/m^p].
+        damping: ``c`` [s/m] (Hunt and Crossley: ``c = 3 (1 - e) / (2 v_impact)`` for a
+            restitution ``e`` at the impact speed ``v_impact``).
+        exponent: ``p`` (1.5: Hertz's sphere on a plane; 1: linear spring).
+        friction_velocity: ``eps`` [m/s], the slip speed below which friction is smoothed.
+
+    Example:
+        >>> soft = jaxrbd.ground.CompliantContact(stiffness=1e5, damping=2.0)
+    """
+
+    stiffness: Float[Array, ""] = eqx.field(default=1e6, converter=_scalar)
+    damping: Float[Array, ""] = eqx.field(default=1.0, converter=_scalar)
+    exponent: Float[Array, ""] = eqx.field(default=1.5, converter=_scalar)
+    friction_velocity: Float[Array, ""] = eqx.field(default=1e-4, converter=_scalar)
+
+
+class ContactInfo(eqx.Module):
+    """Per-point contact outputs of a step (stacked over time by `rollout`).
+
+    Attributes:
+        force: `(K, 3)` force on the robot [N], components along ``frame``'s rows
+            ``[normal; tangent1; tangent2]`` (for the hard model: impulse / dt).
+        frame: `(K, 3, 3)` rows ``[n; t1; t2]`` in world coordinates.
+        gap: `(K,)` signed gap at the start of the step [m].
+        active: `(K,)` whether the point carries a normal force.
+    """
+
+    force: Float[Array, "K 3"]
+    frame: Float[Array, "K 3 3"]
+    gap: Float[Array, " K"]
+    active: Bool[Array, " K"]
+
+    @property
+    def world_force(self):
+        """`(..., K, 3)`: the forces as world vectors [N]."""
+        return jnp.einsum("...ki,...kij->...kj", self.force, self.frame)
+
+    @property
+    def total_force(self):
+        """`(..., 3)`: the sum of the world forces over the points [N]."""
+        return jnp.sum(self.world_force, axis=-2)
+
+
+def _contact_model(contact_model):
+    if isinstance(contact_model, (HardContact, CompliantContact)):
+        return contact_model
+    if contact_model == "hard":
+        return HardContact()
+    if contact_model == "compliant":
+        return CompliantContact()
+    raise ValueError(
+        f"contact_model must be 'hard', 'compliant', a HardContact or a CompliantContact, "
+        f"got {contact_model!r}"
+    )
+
+
+# ---------------------------------------------------------------- shared terms
+
+
+def _free_motion(model, q, qd, tau, contacts, terrain):
+    gap, frame, mu, G = contact_jacobian(model, q, contacts, terrain)
+    H = mass_matrix(model, q)
+    C = bias_forces(model, q, qd)
+    return gap, frame, mu, G, H, C
+
+
+def _delassus(L, G, reg):
+    """``(A + R, Y)``: the regularised Delassus matrix ``G H^-1 G^T`` and ``Y = L^-1 G^T``."""
+    Y = _linalg.solve_triangular(L, G.T, lower=True)
+    A = Y.T @ Y
+    d = jnp.diagonal(A)
+    # relative to each row, plus a floor for rows the robot cannot move
+    R = reg * (d + jnp.mean(d) * 1e-3)
+    return A + jnp.diag(R), Y
+
+
+def _hard_terms(model, q, qd, tau, dt, contacts, terrain, p):
+    gap, frame, mu, G, H, C = _free_motion(model, q, qd, tau, contacts, terrain)
+    L = _linalg.cholesky(H)
+    A, Y = _delassus(L, G, p.regularization.astype(q.dtype))
+    v_free = qd + dt * _linalg.cho_solve(L, tau - C)
+    un0 = (G @ qd)[0::3]
+    e = p.restitution.astype(q.dtype)
+    t_pos = jnp.where(gap >= 0, -gap / dt, -p.baumgarte.astype(q.dtype) * gap / dt)
+    impact = (gap + dt * un0 <= 0) & (un0 < -p.restitution_threshold.astype(q.dtype))
+    target = jnp.where(impact, jnp.maximum(t_pos, -e * un0), t_pos)
+    shift = jnp.concatenate([target[:, None], jnp.zeros((gap.shape[0], 2), q.dtype)], axis=1)
+    c = G @ v_free - shift.reshape(-1)
+    return gap, frame, mu, A, c, L, Y, v_free
+
+
+def _step_hard(model, q, qd, tau, dt, contacts, terrain, p, lam0):
+    gap, frame, mu, A, c, L, Y, v_free = _hard_terms(model, q, qd, tau, dt, contacts, terrain, p)
+    lam = solve(p.solver, p.iterations, p.admm_rho, A, c, mu, lam0)
+    qd1 = v_free + _linalg.solve_triangular(L, Y @ lam, lower=True, trans=True)
+    q1 = integrate(model, q, qd1 * dt)
+    force = lam.reshape(-1, 3) / dt
+    return q1, qd1, ContactInfo(force=force, frame=frame, gap=gap, active=force[:, 0] > 0)
+
+
+def _compliant_law(p, gap, u, mu):
+    """Force ``[f_n, f_t1, f_t2]`` of one contact at gap ``gap`` and velocity ``u (3,)``."""
+    delta = -gap
+    pos = delta > 0
+    dpow = jnp.where(pos, jnp.where(pos, delta, 1.0) ** p.exponent.astype(u.dtype), 0.0)
+    fn = jnp.maximum(0.0, p.stiffness.astype(u.dtype) * dpow * (1.0 - p.damping.astype(u.dtype) * u[0]))
+    eps = p.friction_velocity.astype(u.dtype)
+    slip = jnp.sqrt(u[1] ** 2 + u[2] ** 2 + eps * eps)
+    ft = -mu * fn * u[1:] / slip
+    return jnp.concatenate([fn[None], ft])
+
+
+def _step_compliant(model, q, qd, tau, dt, contacts, terrain, p):
+    gap, frame, mu, G, H, C = _free_motion(model, q, qd, tau, contacts, terrain)
+    K = gap.shape[0]
+    u = (G @ qd).reshape(K, 3)
+
+    def law_at(g, uk, m):
+        # the force at the end of the step, as a function of the end velocity: the
+        # gap moves with it, so the linearisation covers stiffness and damping
+        implicit = lambda v: _compliant_law(p, g + dt * (v[0] - uk[0]), v, m)
+        return implicit(uk), jax.jacfwd(implicit)(uk)
+
+    f0, Jf = jax.vmap(law_at)(gap, u, mu)
+    # keep the symmetric dissipative blocks (normal-normal, tangent-tangent): H stays SPD
+    Dn = jnp.maximum(-Jf[:, 0, 0], 0.0)
+    Dt = -0.5 * (Jf[:, 1:, 1:] + jnp.swapaxes(Jf[:, 1:, 1:], 1, 2))
+    D = jnp.zeros((K, 3, 3), q.dtype).at[:, 0, 0].set(Dn).at[:, 1:, 1:].set(Dt)
+    Gk = G.reshape(K, 3, model.nv)
+    Hhat = H + dt * jnp.einsum("kin,kij,kjm->nm", Gk, D, Gk)
+    rhs = tau - C + G.T @ f0.reshape(-1)
+    qd1 = qd + dt * _linalg.cho_solve(_linalg.cholesky(Hhat), rhs)
+    du = (G @ (qd1 - qd)).reshape(K, 3)
+    force = f0 - jnp.einsum("kij,kj->ki", D, du)
+    q1 = integrate(model, q, qd1 * dt)
+    return q1, qd1, ContactInfo(force=force, frame=frame, gap=gap, active=force[:, 0] > 0)
+
+
+def _advance(model, q, qd, tau, dt, contacts, terrain, p, lam0):
+    if isinstance(p, HardContact):
+        return _step_hard(model, q, qd, tau, dt, contacts, terrain, p, lam0)
+    return _step_compliant(model, q, qd, tau, dt, contacts, terrain, p)
+
+
+def _checked(model, contacts, terrain, contact_model):
+    _check_contacts(model, contacts)
+    _check_terrain(terrain)
+    return _contact_model(contact_model)
+
+
+# ---------------------------------------------------------------- public
+
+
+def step(model, q, qd, tau, dt, contacts, terrain, contact_model="hard", *, warm_start=None):
+    """One semi-implicit Euler step with ground contact.
+
+    ``qd+ = qd + dt H^-1 (tau - C) + H^-1 G^T lam`` with the contact impulses ``lam`` of
+    the chosen model, then ``q+ = q (+) qd+ dt`` on the joint manifolds. Cost: one CRBA,
+    one RNEA, a Cholesky factor of ``H``, the contact Jacobian and, for the hard model,
+    the ``3K x 3K`` Delassus matrix and the fixed iterations of its solver.
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`; qd: velocities `(nv,)`; tau: generalized forces `(nv,)`.
+        dt: time step [s], a positive scalar.
+        contacts: `ContactPoints` (``K`` points).
+        terrain: `Plane`, `Heightfield` or another `AbstractTerrain`.
+        contact_model: ``"hard"`` (default), ``"compliant"``, or a `HardContact` /
+            `CompliantContact` with parameters (its numbers are differentiable).
+        warm_start: optional `(K, 3)` forces [N] to start the hard solver from (e.g. the
+            previous step's `ContactInfo.force`); the result does not depend on it.
+
+    Returns:
+        ``(q, qd, info)``: the state after the step and a `ContactInfo`.
+
+    Raises:
+        ValueError: wrong shapes, a bad `dt` or contact model.
+        TypeError: `contacts` or `terrain` of the wrong type.
+
+    Example:
+        >>> ground = jaxrbd.ground.Plane(-3.5, friction=0.8)
+        >>> tip = jaxrbd.ground.ContactPoints.create(model, [("body_3", [0.0, 0.0, -1.0], 0.0)])
+        >>> q1, qd1, info = jaxrbd.ground.step(model, q, jnp.zeros(model.nv), tau, 1e-3, tip, ground)
+        >>> info.force.shape, info.active.shape
+        ((1, 3), (1,))
+    """
+    with jax.named_scope("jaxrbd.ground.step"):
+        p = _checked(model, contacts, terrain, contact_model)
+        q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
+        dt = _check_dt(dt, model.dtype)
+        K = len(contacts)
+        lam0 = jnp.zeros(3 * K, model.dtype)
+        if warm_start is not None:
+            ws = _as_float("warm_start", warm_start, model.dtype)
+            if ws.shape != (K, 3):
+                raise ValueError(f"warm_start has shape {ws.shape}, expected ({K}, 3) = (n_points, 3)")
+            lam0 = ws.reshape(-1) * dt
+        return _advance(model, q, qd, tau, dt, contacts, terrain, p, lam0)
+
+
+def rollout(
+    model,
+    q0,
+    qd0,
+    tau_seq,
+    dt,
+    contacts,
+    terrain,
+    contact_model="hard",
+    *,
+    n_steps=None,
+    policy=None,
+    checkpoint=None,
+):
+    """Simulate ``n_steps`` contact steps (`step`) in one `lax.scan`.
+
+    Open loop with ``tau_seq[k]`` held over step ``k``, or closed loop with
+    ``tau_seq=None, n_steps=N, policy=lambda t, q, qd: tau`` at ``t = k dt``, as
+    `jaxrbd.rollout`. The hard solver starts every step from the previous impulses.
+    Works under `jax.jit`, `jax.vmap` (batches of states, torques, terrains, contact
+    parameters or models) and `jax.grad` (reverse mode: the hard model's solver has an
+    implicit `custom_vjp`); ``checkpoint`` rematerialises segments as in `jaxrbd.rollout`.
+
+    Args:
+        model: a `Model`.
+        q0: initial configuration `(nq,)`; qd0: initial velocities `(nv,)`.
+        tau_seq: `(n_steps, nv)` generalized forces, or ``None`` with `policy`.
+        dt: time step [s].
+        contacts, terrain, contact_model: as `step`.
+        n_steps: number of steps (required with `policy`).
+        policy: ``(t, q, qd) -> tau (nv,)``.
+        checkpoint: ``None``, a segment length, or ``True`` (``ceil(sqrt(n_steps))``).
+
+    Returns:
+        ``(qs, qds, info)``: `(n_steps + 1, nq)` and `(n_steps + 1, nv)` with the initial
+        state in row 0, and a `ContactInfo` whose arrays have a leading `(n_steps,)` axis
+        (row ``k``: the forces acting during step ``k``).
+
+    Example:
+        >>> ground = jaxrbd.ground.Plane(-3.5, friction=0.8)
+        >>> tip = jaxrbd.ground.ContactPoints.create(model, [("body_3", [0.0, 0.0, -1.0])])
+        >>> qs, qds, info = jaxrbd.ground.rollout(model, q, jnp.zeros(model.nv), None, 1e-3,
+        ...     tip, ground, n_steps=20, policy=lambda t, q, qd: -2.0 * qd)
+        >>> qs.shape, info.force.shape
+        ((21, 9), (20, 1, 3))
+    """
+    with jax.named_scope("jaxrbd.ground.rollout"):
+        p = _checked(model, contacts, terrain, contact_model)
+        q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
+        qd0 = check_vector("qd0", qd0, model.nv, "model.nv", model.dtype)
+        dt = _check_dt(dt, model.dtype)
+        xs, n = _check_controls(model, tau_seq, n_steps, policy)
+        segment = _check_checkpoint(checkpoint, n)
+        K = len(contacts)
+
+        def body(carry, x):
+            q, qd, lam = carry
+            if policy is None:
+                tau = x
+            else:
+                tau = _result("policy", policy(x.astype(dt.dtype) * dt, q, qd), model)
+            q, qd, info = _advance(model, q, qd, tau, dt, contacts, terrain, p, lam)
+            return (q, qd, jax.lax.stop_gradient(info.force.reshape(-1) * dt)), (q, qd, info)
+
+        lam0 = jnp.zeros(3 * K, model.dtype)
+        qs, qds, info = _scan(body, (q0, qd0, lam0), xs, n, segment)
+        return (
+            jnp.concatenate([q0[None], qs], axis=0),
+            jnp.concatenate([qd0[None], qds], axis=0),
+            info,
+        )
+
+
+def contact_problem(model, q, qd, tau, dt, contacts, terrain, contact_model="hard"):
+    """The hard model's contact problem of one step, for analysis and solver studies.
+
+    Returns:
+        ``(A, c, mu)``: the regularised Delassus matrix `(3K, 3K)`, the contact velocity
+        offset `(3K,)` (``u+ = A lam + c`` per contact ``[n, t1, t2]``, the normal rows
+        shifted by their targets) and the friction coefficients `(K,)`.
+
+    Example:
+        >>> tip = jaxrbd.ground.ContactPoints.create(model, [("body_3", [0.0, 0.0, -1.0])])
+        >>> A, c, mu = jaxrbd.ground.contact_problem(model, q, qd, tau, 1e-3, tip,
+        ...                                          jaxrbd.ground.Plane(-3.5))
+        >>> A.shape, c.shape, mu.shape
+        ((3, 3), (3,), (1,))
+    """
+    with jax.named_scope("jaxrbd.ground.contact_problem"):
+        p = _checked(model, contacts, terrain, contact_model)
+        if not isinstance(p, HardContact):
+            raise TypeError("contact_problem is defined for the hard contact model")
+        q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
+        dt = _check_dt(dt, model.dtype)
+        _, _, mu, A, c, _, _, _ = _hard_terms(model, q, qd, tau, dt, contacts, terrain, p)
+        return A, c, mu
+
+
+def solve_contact_problem(A, c, mu, contact_model="hard", warm_start=None):
+    """Impulses `(3K,)` of a contact problem from `contact_problem` by the model's solver
+    (implicit gradients), and the largest violation of the contact conditions [m/s].
+
+    Example:
+        >>> A = jnp.eye(3); c = jnp.array([-1.0, 0.5, 0.0]); mu = jnp.array([0.2])
+        >>> lam, res = jaxrbd.ground.solve_contact_problem(A, c, mu)
+        >>> lam.round(3).tolist(), bool(res < 1e-6)
+        ([1.0, -0.2, 0.0], True)
+    """
+    p = _contact_model(contact_model)
+    if not isinstance(p, HardContact):
+        raise TypeError("solve_contact_problem needs the hard contact model")
+    A = jnp.asarray(A)
+    c = jnp.asarray(c, A.dtype)
+    mu = jnp.asarray(mu, A.dtype)
+    m = A.shape[0]
+    if A.shape != (m, m) or m % 3 or c.shape != (m,) or mu.shape != (m // 3,):
+        raise ValueError(
+            f"A {A.shape}, c {c.shape} and mu {mu.shape} must be (3K, 3K), (3K,) and (K,)"
+        )
+    lam0 = jnp.zeros(m, A.dtype) if warm_start is None else jnp.asarray(warm_start, A.dtype)
+    lam = solve(p.solver, p.iterations, p.admm_rho, A, c, mu, lam0)
+    return lam, natural_residual(lam, A, c, mu)
+

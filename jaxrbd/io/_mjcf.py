@@ -1,0 +1,731 @@
+"""`load_mjcf`: an MJCF model compiled by MuJoCo -> `Model` (and its loop closures).
+
+MuJoCo's own compiler reads the XML (defaults and classes, ``<include>``, ``<frame>``,
+inertia from geoms, ``autolimits``, ...), so this module never parses MJCF itself: it maps
+the *compiled* ``mujoco.MjModel`` onto `ModelBuilder` calls. ``mujoco`` is an optional
+dependency (``pip install jaxrbd[mjcf]``), imported when a loader runs.
+
+The coordinate converters at the end (``qpos_to_q``, ``qvel_to_v``, ...) need no MuJoCo:
+they read the joint kinds of the jaxrbd model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .. import joints
+from .._body import Body, Transform
+from .._builder import ModelBuilder
+from .._common import check_vector
+from .._constraints import ConstraintSet
+from .._model import Model
+
+__all__ = [
+    "MJCFInfo",
+    "gravity_compensation_forces",
+    "load_mjcf",
+    "q_to_qpos",
+    "qacc_to_qdd",
+    "qdd_to_qacc",
+    "qfrc_to_tau",
+    "qpos_to_q",
+    "qvel_to_v",
+    "tau_to_qfrc",
+    "v_to_qvel",
+]
+
+# MuJoCo's mjtJoint and mjtEq values, stable across its releases (the disable bits are
+# not: they are read from the installed mujoco).
+_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+_EQ_CONNECT, _EQ_WELD = 0, 1
+
+# A free joint's MuJoCo DoFs are [linear (world); angular (body)], jaxrbd's [angular; linear].
+_FREE_PERM = np.array([3, 4, 5, 0, 1, 2])
+
+
+def _import_mujoco():
+    try:
+        import mujoco
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "load_mjcf needs MuJoCo's compiler: install it with `pip install jaxrbd[mjcf]` "
+            f"(or `pip install mujoco`); importing mujoco failed with: {e}"
+        ) from e
+    return mujoco
+
+
+@dataclasses.dataclass(frozen=True)
+class MJCFInfo:
+    """What `load_mjcf` found besides the `Model` (returned with ``return_info=True``).
+
+    Attributes:
+        constraints: the active ``connect`` and ``weld`` equality constraints as one
+            `ConstraintSet` of loop closures (rows in MuJoCo's equality order), or
+            ``None`` when there are none.
+        equalities: one dict per mapped equality (``name``, ``type``, ``rows``: the
+            slice of its rows in ``constraints``).
+        sites: ``{mujoco site name: jaxrbd body name}`` (the same name unless it is
+            taken by a body, see `load_mjcf`).
+        bodies: ``{mujoco body name: jaxrbd body name}`` (always the same name; unnamed
+            MuJoCo bodies are ``"body<id>"``).
+        unmapped: ``{what: [names]}`` of everything the model contains that the jaxrbd
+            model does not represent (the content of the warning).
+        gravity_compensation: ``{body: factor}`` of MuJoCo's ``gravcomp`` (not part of
+            the model; `gravity_compensation_forces` turns it into ``f_ext``).
+        keyframes: ``{name: qpos}`` of the model's keyframes (jaxrbd ``q`` is ``qpos``).
+        qpos0: MuJoCo's reference configuration, `(nq,)`.
+        mjmodel: the compiled ``mujoco.MjModel`` the model was mapped from.
+    """
+
+    constraints: ConstraintSet | None
+    equalities: tuple[dict[str, Any], ...]
+    sites: dict[str, str]
+    bodies: dict[str, str]
+    unmapped: dict[str, list[str]]
+    gravity_compensation: dict[str, float]
+    keyframes: dict[str, np.ndarray]
+    qpos0: np.ndarray
+    mjmodel: Any
+
+
+def load_mjcf(
+    path_or_xml: str | os.PathLike | bytes | Any,
+    *,
+    inertia_check: str = "warn",
+    return_constraints: bool = False,
+    return_info: bool = False,
+    assets: dict[str, bytes] | None = None,
+    warn_unmapped: bool = True,
+) -> Model | tuple:
+    """Build a `Model` from an MJCF model, compiled by MuJoCo's own compiler.
+
+    The XML goes through ``mujoco.MjModel.from_xml_path``/``from_xml_string`` (so
+    defaults, classes, ``<include>``, ``<frame>``, ``inertiafromgeom`` and meshes are
+    handled exactly as MuJoCo handles them), and the *compiled* model is mapped:
+
+    - **Bodies**: every MuJoCo body becomes a jaxrbd body of the same name whose frame
+      is MuJoCo's body frame (``body_pos``/``body_quat``), with MuJoCo's mass and
+      inertia (``body_mass``, ``body_ipos``, ``body_iquat``, ``body_inertia``). A body
+      without joints is welded to its parent (a fixed joint; on the world, its mass
+      belongs to the world). Unnamed bodies are called ``"body<id>"``.
+    - **Joints** (``hinge`` -> `joints.revolute`, ``slide`` -> `joints.prismatic`,
+      ``ball`` -> `joints.spherical`, ``free`` -> `joints.free`), in MuJoCo's order, so
+      jaxrbd's ``q`` *is* MuJoCo's ``qpos`` (hinge and slide ``ref`` offsets are folded
+      into the joint placement). A joint sits at ``jnt_pos`` in the body frame while a
+      jaxrbd body frame is its joint frame after the motion: when ``jnt_pos`` is not
+      zero the moving body is named ``"<body>/<joint>"`` and the MuJoCo body frame is a
+      fixed frame on it. Several joints on one body become a chain of massless bodies
+      ``"<body>/<joint>"`` (RBDL's emulated multi-DoF joints). Joint names are MuJoCo's
+      (unnamed joints: ``"joint<id>"``).
+    - **Velocities** ``v`` are MuJoCo's ``qvel`` except for free joints, whose linear
+      part MuJoCo gives in world coordinates and first: use `qvel_to_v`, `v_to_qvel`
+      and the acceleration and force converters.
+    - **Sites** become massless named frames (`ModelBuilder.add_frame`) usable wherever
+      a body is. A site whose name is taken by a body is called ``"<site>_site"``
+      (``info.sites`` has the map); unnamed sites are ``"site<id>"``.
+    - **Joint properties** per DoF: ``armature`` (part of the dynamics, `Model.armature`),
+      ``damping``, ``frictionloss`` (`Model.friction`), ``stiffness`` and ``springref``
+      (`Model.stiffness`, `Model.spring_reference` = MuJoCo's ``qpos_spring``), and the
+      ``range`` of limited hinge and slide joints (`Model.q_lower`, `Model.q_upper`).
+      `jaxrbd.passive_forces` turns damping, friction and springs into force elements.
+    - **Gravity** ``opt.gravity`` (zero when the model disables gravity).
+    - **Equality constraints** ``connect`` and ``weld`` (between bodies or sites, active
+      at ``qpos0``) become `ConstraintSet.loops` closures: ``connect`` the three
+      position rows in world axes, ``weld`` the six pose rows (``relpose`` included;
+      ``torquescale`` only scales MuJoCo's rows and is not used).
+
+    Not mapped, and named in one warning (and in ``info.unmapped``): tendons,
+    actuators, sensors, equality constraints of other kinds or inactive at ``qpos0``,
+    gravity compensation (``gravcomp``, a passive force MuJoCo applies at the body's
+    centre of mass; ``info.gravity_compensation`` lists the factors and
+    `gravity_compensation_forces` makes them an ``f_ext``), mocap bodies
+    (welded at their model pose), flexes, polynomial springs and dampers, and limits of
+    ball joints. Geoms (collision and visual shapes) are not part of a `Model`.
+
+    Args:
+        path_or_xml: a path to an ``.xml`` file (`str` or `os.PathLike`), the MJCF text
+            itself (a `str` whose first non-blank character is ``<``, or `bytes`), an
+            ``mujoco.MjSpec`` (compiled here) or an already compiled ``mujoco.MjModel``.
+        inertia_check: ``"warn"`` (default), ``"error"`` or ``"ignore"``, as
+            `ModelBuilder` (MuJoCo's compiler already checks its own inertias).
+        return_constraints: also return the `ConstraintSet` of the equality constraints
+            (``None`` if there are none).
+        return_info: also return an `MJCFInfo`.
+        assets: ``{filename: bytes}`` for meshes referenced by an XML string (passed to
+            ``from_xml_string``).
+        warn_unmapped: emit the warning about unmapped elements (default ``True``).
+
+    Returns:
+        The `Model`; with ``return_constraints``, ``(model, constraints)``; with
+        ``return_info``, ``(model, info)``; with both, ``(model, constraints, info)``.
+
+    Raises:
+        ImportError: ``mujoco`` is not installed.
+        FileNotFoundError: the path does not exist.
+        ValueError: MuJoCo rejects the model (its message is included); a free joint
+            whose qpos MuJoCo reads differently (none: MuJoCo only allows free joints
+            on top-level bodies).
+        TypeError: ``path_or_xml`` is of an unsupported type.
+
+    Example:
+        >>> xml = '''
+        ... <mujoco>
+        ...   <worldbody>
+        ...     <body name="arm" pos="0 0 1">
+        ...       <joint name="hinge" type="hinge" axis="0 1 0" armature="0.1"/>
+        ...       <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05" mass="1"/>
+        ...       <site name="tip" pos="0 0 -0.5"/>
+        ...     </body>
+        ...   </worldbody>
+        ... </mujoco>'''
+        >>> model = jaxrbd.io.load_mjcf(xml)
+        >>> model.nq, model.joint_names, model.body_names
+        (1, ('hinge',), ('world', 'arm', 'tip'))
+        >>> jaxrbd.point_position(model, jnp.zeros(1), "tip", jnp.zeros(3)).tolist()
+        [0.0, 0.0, 0.5]
+    """
+    m = _compile(path_or_xml, assets)
+    model, info = _map(m, inertia_check)
+    if warn_unmapped and info.unmapped:
+        lines = "\n".join(f"  {what}: {', '.join(names)}" for what, names in info.unmapped.items())
+        warnings.warn(
+            "load_mjcf: these parts of the MJCF model are not represented in the jaxrbd "
+            f"model (see load_mjcf's documentation):\n{lines}",
+            UserWarning,
+            stacklevel=2,
+        )
+    out: tuple = (model,)
+    if return_constraints:
+        out += (info.constraints,)
+    if return_info:
+        out += (info,)
+    return out[0] if len(out) == 1 else out
+
+
+# ---------------------------------------------------------------- compiling
+
+
+def _compile(src, assets):
+    mujoco = _import_mujoco()
+    if isinstance(src, mujoco.MjModel):
+        return src
+    if isinstance(src, getattr(mujoco, "MjSpec", ())):  # MjSpec: MuJoCo >= 3.2
+        try:
+            return src.compile()
+        except Exception as e:
+            raise ValueError(f"MuJoCo could not compile the MjSpec: {e}") from e
+    if isinstance(src, bytes):
+        src = src.decode("utf-8")
+        is_xml = True
+    elif isinstance(src, str):
+        is_xml = src.lstrip().startswith("<")
+    elif isinstance(src, os.PathLike):
+        src, is_xml = os.fspath(src), False
+    else:
+        raise TypeError(
+            "load_mjcf: expected a path, MJCF text, an MjSpec or an MjModel, got "
+            f"{type(src).__name__}"
+        )
+    if is_xml:
+        try:
+            return mujoco.MjModel.from_xml_string(src, assets or {})
+        except Exception as e:
+            raise ValueError(f"MuJoCo could not compile the MJCF text: {e}") from e
+    if not os.path.isfile(src):
+        raise FileNotFoundError(f"load_mjcf: no MJCF file at {src!r}")
+    try:
+        return mujoco.MjModel.from_xml_path(src, assets) if assets else (
+            mujoco.MjModel.from_xml_path(src)
+        )
+    except Exception as e:
+        raise ValueError(f"MuJoCo could not compile the MJCF file {src!r}: {e}") from e
+
+
+# ---------------------------------------------------------------- mapping
+
+
+def _quat_R(quat) -> np.ndarray:
+    """Rotation matrix (child -> parent) of a (w, x, y, z) quaternion, normalised."""
+    w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def _axis_angle_R(axis, angle) -> np.ndarray:
+    """Rodrigues' rotation by ``angle`` about the unit ``axis``."""
+    a = np.asarray(axis, dtype=np.float64)
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+def _names(m, kind: str, n: int) -> list[str]:
+    mujoco = _import_mujoco()
+    obj = getattr(mujoco.mjtObj, f"mjOBJ_{kind.upper()}")  # BODY, JOINT, SITE, EQUALITY, ...
+    return [mujoco.mj_id2name(m, obj, i) or "" for i in range(n)]
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Default names (``"body<id>"``) can repeat an explicit one: suffix ``#<id>``."""
+    seen: set[str] = set()
+    out = []
+    for i, n in enumerate(names):
+        out.append(n if n not in seen else f"{n}#{i}")
+        seen.add(out[-1])
+    return out
+
+
+class _Namer:
+    """Unique jaxrbd body names: MuJoCo's body names first, derived names after."""
+
+    def __init__(self, reserved):
+        self.taken = set(reserved)
+
+    def new(self, base: str, fallback_suffix: str) -> str:
+        name = base if base not in self.taken else base + fallback_suffix
+        k = 2
+        while name in self.taken:
+            name = f"{base}{fallback_suffix}{k}"
+            k += 1
+        self.taken.add(name)
+        return name
+
+
+def _map(m, inertia_check):
+    nbody, njnt = int(m.nbody), int(m.njnt)
+    body_names = [n or f"body{i}" for i, n in enumerate(_names(m, "body", nbody))]
+    body_names[0] = "world"
+    body_names = _unique(body_names)
+    joint_names = _unique([n or f"joint{j}" for j, n in enumerate(_names(m, "joint", njnt))])
+    namer = _Namer(body_names)
+    # Fixed joints have names too (the body's, unless a MuJoCo joint has it).
+    fixed_namer = _Namer(joint_names)
+    gravity = np.array(m.opt.gravity, dtype=np.float64)
+    mujoco = _import_mujoco()
+    if int(m.opt.disableflags) & int(mujoco.mjtDisableBit.mjDSBL_GRAVITY):
+        gravity = np.zeros(3)
+    b = ModelBuilder(gravity=gravity, inertia_check=inertia_check)
+    unmapped: dict[str, list[str]] = {}
+
+    for i in range(1, nbody):
+        parent = body_names[int(m.body_parentid[i])]
+        name = body_names[i]
+        mass = float(m.body_mass[i])
+        Ri = _quat_R(m.body_iquat[i])
+        inertia = Ri @ np.diag(np.asarray(m.body_inertia[i], dtype=np.float64)) @ Ri.T
+        inertial = Body(mass, np.array(m.body_ipos[i], dtype=np.float64), 0.5 * (inertia + inertia.T))
+        R0, p0 = _quat_R(m.body_quat[i]), np.array(m.body_pos[i], dtype=np.float64)
+        j0, nj = int(m.body_jntadr[i]), int(m.body_jntnum[i])
+        if m.body_mocapid[i] >= 0:
+            unmapped.setdefault("mocap bodies (welded at their model pose)", []).append(name)
+        if nj == 0:
+            b.add_body(name, parent, joints.fixed(), inertial, Transform(R0, p0),
+                       fixed_namer.new(name, "_fixed"))
+            continue
+        types = [int(m.jnt_type[j]) for j in range(j0, j0 + nj)]
+        if _FREE in types:
+            if nj != 1 or parent != "world":  # MuJoCo's compiler refuses both
+                raise ValueError(f"MJCF body {name!r}: a free joint must be the only joint of a top-level body")
+            j = j0
+            b.add_body(name, "world", joints.free(), inertial, None, joint_names[j], **_dof_kwargs(m, j, _FREE))
+            continue
+        prev, p_prev = parent, None
+        for k, j in enumerate(range(j0, j0 + nj)):
+            t = types[k]
+            p_j = np.array(m.jnt_pos[j], dtype=np.float64)
+            axis = np.array(m.jnt_axis[j], dtype=np.float64)
+            # The joint frame: at the anchor, with the body's orientation before this
+            # joint moves (MuJoCo composes a body's joints in order, each about its
+            # anchor in the body frame as moved by the joints before it).
+            if k == 0:
+                Rj, pj = R0, p0 + R0 @ p_j
+            else:
+                Rj, pj = np.eye(3), p_j - p_prev
+            ref = float(m.qpos0[int(m.jnt_qposadr[j])]) if t in (_HINGE, _SLIDE) else 0.0
+            if t == _HINGE:
+                # MuJoCo rotates by qpos - ref: fold the -ref turn into the placement.
+                Rj = Rj @ _axis_angle_R(axis, -ref)
+                spec = joints.revolute(axis)
+            elif t == _SLIDE:
+                pj = pj - ref * (Rj @ axis)
+                spec = joints.prismatic(axis)
+            else:  # ball: MuJoCo reads its quaternion without a reference
+                spec = joints.spherical()
+            last = k == nj - 1
+            own = last and not np.any(p_j)
+            bname = name if own else namer.new(f"{name}/{joint_names[j]}", "_")
+            b.add_body(
+                bname, prev, spec, inertial if own else None, Transform(Rj, pj), joint_names[j],
+                **_dof_kwargs(m, j, t),
+            )
+            prev, p_prev = bname, p_j
+        if prev != name:
+            # The MuJoCo body frame sits at -jnt_pos from the last joint frame.
+            b.add_body(name, prev, joints.fixed(), inertial, Transform(translation=-p_prev),
+                       fixed_namer.new(name, "_fixed"))
+
+    # Sites: named frames on their body.
+    site_names = _names(m, "site", int(m.nsite))
+    sites: dict[str, str] = {}
+    for s in range(int(m.nsite)):
+        base = site_names[s] or f"site{s}"
+        sname = namer.new(base, "_site")
+        sites[site_names[s] or base] = sname
+        b.add_body(
+            sname,
+            body_names[int(m.site_bodyid[s])],
+            joints.fixed(),
+            None,
+            Transform(_quat_R(m.site_quat[s]), np.array(m.site_pos[s], dtype=np.float64)),
+            fixed_namer.new(sname, "_fixed"),
+        )
+
+    constraints, equalities = _equalities(m, body_names, site_names, sites, unmapped)
+    _report(m, body_names, joint_names, unmapped)
+    gravcomp = {body_names[i]: float(m.body_gravcomp[i]) for i in range(nbody) if m.body_gravcomp[i] != 0}
+    if gravcomp:
+        unmapped["gravity compensation (gravcomp, not applied)"] = [
+            f"{k} ({v:g})" for k, v in gravcomp.items()
+        ]
+    key_names = _names(m, "key", int(m.nkey))
+    keyframes = {(key_names[k] or f"key{k}"): np.array(m.key_qpos[k]) for k in range(int(m.nkey))}
+    # The builder's inertia warning would point at this module; re-emit it for the caller.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = b.build()
+    for w in caught:
+        warnings.warn(str(w.message), w.category, stacklevel=4)
+    info = MJCFInfo(
+        constraints=constraints,
+        equalities=tuple(equalities),
+        sites=sites,
+        bodies={n: n for n in body_names},
+        unmapped=unmapped,
+        gravity_compensation=gravcomp,
+        keyframes=keyframes,
+        qpos0=np.array(m.qpos0),
+        mjmodel=m,
+    )
+    return model, info
+
+
+def _dof_kwargs(m, j, t) -> dict[str, Any]:
+    """Per-DoF armature, damping, friction, stiffness, spring reference and limits."""
+    nv = {_FREE: 6, _BALL: 3}.get(t, 1)
+    nq = {_FREE: 7, _BALL: 4}.get(t, 1)
+    d0, q0 = int(m.jnt_dofadr[j]), int(m.jnt_qposadr[j])
+    perm = _FREE_PERM if t == _FREE else np.arange(nv)
+
+    def dof(field):
+        return np.array(getattr(m, field)[d0 : d0 + nv], dtype=np.float64)[perm]
+
+    out = dict(
+        armature=dof("dof_armature"),
+        damping=dof("dof_damping"),
+        friction=dof("dof_frictionloss"),
+        stiffness=np.full(nv, float(m.jnt_stiffness[j])),
+        spring_reference=np.array(m.qpos_spring[q0 : q0 + nq], dtype=np.float64),
+    )
+    if t in (_HINGE, _SLIDE) and m.jnt_limited[j]:
+        out["lower"], out["upper"] = float(m.jnt_range[j, 0]), float(m.jnt_range[j, 1])
+    return out
+
+
+def _equalities(m, body_names, site_names, sites, unmapped):
+    """Active connect/weld equalities as loop closures; the rest reported."""
+    eq_names = _names(m, "equality", int(m.neq))
+    mujoco = _import_mujoco()
+    kind_names = {int(v): k[5:].lower() for k, v in mujoco.mjtEq.__members__.items()}
+    site_type = int(mujoco.mjtObj.mjOBJ_SITE)
+    equalities, sets = [], []
+    row = 0
+    for e in range(int(m.neq)):
+        t = int(m.eq_type[e])
+        label = eq_names[e] or f"equality{e}"
+        kind = kind_names.get(t, f"type {t}")
+        if t not in (_EQ_CONNECT, _EQ_WELD):
+            unmapped.setdefault(f"equality constraints of type {kind}", []).append(label)
+            continue
+        if not m.eq_active0[e]:
+            unmapped.setdefault("equality constraints inactive at qpos0", []).append(label)
+            continue
+        o1, o2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+        data = np.array(m.eq_data[e], dtype=np.float64)
+        if int(m.eq_objtype[e]) == site_type:
+            # Between sites, MuJoCo makes the site frames coincide (no anchor, no relpose).
+            a = sites[site_names[o1] or f"site{o1}"]
+            c = sites[site_names[o2] or f"site{o2}"]
+            fa, fb = Transform(), Transform()
+        elif t == _EQ_CONNECT:
+            a, c = body_names[o1], body_names[o2]
+            fa, fb = Transform(translation=data[0:3]), Transform(translation=data[3:6])
+        else:
+            # MuJoCo's weld: anchor data[3:6] on body 1 and data[0:3] on body 2
+            # coincide, and R_1 R(relpose) = R_2.
+            a, c = body_names[o1], body_names[o2]
+            fa = Transform(_quat_R(data[6:10]), data[3:6])
+            fb = Transform(translation=data[0:3])
+        axes = "position" if t == _EQ_CONNECT else "pose"
+        sets.append(ConstraintSet.loops([(a, fa, c, fb)], axes=axes, frame="world"))
+        n = 3 if t == _EQ_CONNECT else 6
+        equalities.append(dict(name=label, type=kind, bodies=(a, c), rows=slice(row, row + n)))
+        row += n
+    cs = ConstraintSet.concat(sets) if sets else None
+    return cs, equalities
+
+
+def _report(m, body_names, joint_names, unmapped):
+    """Collect the named elements a `Model` does not represent."""
+    for kind, count, what in (
+        ("tendon", m.ntendon, "tendons"),
+        ("actuator", m.nu, "actuators"),
+        ("sensor", m.nsensor, "sensors"),
+        ("flex", m.nflex, "flexes"),
+    ):
+        n = int(count)
+        if n:
+            names = _names(m, kind, n)
+            unmapped[what] = [x or f"{kind}{i}" for i, x in enumerate(names)]
+    for j in range(int(m.njnt)):
+        t = int(m.jnt_type[j])
+        if t == _BALL and m.jnt_limited[j]:
+            unmapped.setdefault("ball joint limits (cone)", []).append(joint_names[j])
+        if np.any(np.asarray(getattr(m, "jnt_stiffnesspoly", np.zeros((m.njnt, 1)))[j]) != 0):
+            unmapped.setdefault("polynomial joint stiffness", []).append(joint_names[j])
+    if hasattr(m, "dof_dampingpoly"):
+        poly = np.asarray(m.dof_dampingpoly)
+        for d in range(int(m.nv)):
+            if np.any(poly[d] != 0):
+                j = int(m.dof_jntid[d])
+                lst = unmapped.setdefault("polynomial joint damping", [])
+                if joint_names[j] not in lst:
+                    lst.append(joint_names[j])
+
+
+# ---------------------------------------------------------------- gravity compensation
+
+
+def gravity_compensation_forces(
+    model: Model, q: Float[Array, "nq"], factors: dict[str, float]
+) -> Float[Array, "nbodies 6"]:
+    """MuJoCo's gravity compensation as external forces, for ``f_ext``.
+
+    MuJoCo's ``gravcomp`` applies ``-gravcomp · m · g`` at a body's centre of mass (a
+    passive force). Passed as ``f_ext`` to `jaxrbd.inverse_dynamics`,
+    `jaxrbd.forward_dynamics` and the rest, these forces reproduce it.
+
+    Args:
+        model: a `Model` (typically from `load_mjcf`).
+        q: configuration `(nq,)`.
+        factors: ``{body name: gravcomp}`` (``MJCFInfo.gravity_compensation``); 1 cancels
+            the body's weight.
+
+    Returns:
+        ``f_ext`` `(nbodies, 6)`: spatial forces ``[c × f; f]`` in world coordinates at the
+        world origin, zero for bodies not named.
+
+    Example:
+        >>> f = jaxrbd.io.gravity_compensation_forces(model, q, {"body_3": 1.0})
+        >>> f[3, 3:].tolist()   # the weight of body_3 (0.1 kg), cancelled
+        [0.0, 0.0, 0.981]
+    """
+    from .._kinematics import forward_kinematics
+
+    q = check_vector("q", q, model.nq, "model.nq", model.dtype)
+    ids = np.array([model.body_id(name) for name in factors], dtype=np.int64)
+    k = jnp.asarray([float(v) for v in factors.values()], model.dtype)
+    R, p = forward_kinematics(model, q)
+    mass = model.inertia[ids, 0]
+    com = model.inertia[ids, 1:4] / jnp.where(mass > 0, mass, 1.0)[:, None]
+    c = _mv(R[ids], com) + p[ids]
+    f = -(k * mass)[:, None] * model.gravity[None, :]
+    out = jnp.zeros((model.nbodies, 6), model.dtype)
+    return out.at[ids].set(jnp.concatenate([jnp.cross(c, f), f], axis=1))
+
+
+# ---------------------------------------------------------------- coordinate converters
+
+
+def _free_blocks(model: Model):
+    """Static ``(q_start, v_start)`` index arrays of the model's free joints."""
+    idx = [b for b, k in enumerate(model.joint_kind) if k == "free"]
+    return (
+        np.array([model.q_start[b] for b in idx], dtype=np.int64),
+        np.array([model.v_start[b] for b in idx], dtype=np.int64),
+    )
+
+
+def _rot(quat):
+    """``(k, 3, 3)`` rotation matrices (body -> world) of ``(k, 4)`` (w, x, y, z) quaternions."""
+    n = jnp.sqrt(jnp.sum(quat * quat, axis=-1, keepdims=True))
+    w, x, y, z = jnp.moveaxis(quat / n, -1, 0)
+    return jnp.stack(
+        [
+            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+def _free_terms(model, qpos, x):
+    """Rotations, and the ``(k, 6)`` blocks of the nv-vector ``x`` at the free joints."""
+    qs, vs = _free_blocks(model)
+    R = _rot(qpos[qs[:, None] + np.arange(3, 7)])
+    return R, vs[:, None] + np.arange(6), x[vs[:, None] + np.arange(6)]
+
+
+def _mv(R, x, transpose=False):
+    return jnp.einsum("kji,kj->ki" if transpose else "kij,kj->ki", R, x)
+
+
+def qpos_to_q(model: Model, qpos: Float[Array, "nq"]) -> Float[Array, "nq"]:
+    """jaxrbd configuration of a MuJoCo ``qpos`` (a model from `load_mjcf`).
+
+    The coordinates coincide (joint order, free-joint ``[p; (w, x, y, z)]``, ball
+    quaternions, hinge ``ref`` folded into the model), so this checks the shape and
+    returns ``qpos`` in the model's dtype.
+
+    Example:
+        >>> jaxrbd.io.qpos_to_q(model, jnp.zeros(model.nq)).shape
+        (9,)
+    """
+    return check_vector("qpos", qpos, model.nq, "model.nq", model.dtype)
+
+
+def q_to_qpos(model: Model, q: Float[Array, "nq"]) -> Float[Array, "nq"]:
+    """MuJoCo ``qpos`` of a jaxrbd configuration (the inverse of `qpos_to_q`).
+
+    Example:
+        >>> jaxrbd.io.q_to_qpos(model, jnp.zeros(model.nq)).shape
+        (9,)
+    """
+    return check_vector("q", q, model.nq, "model.nq", model.dtype)
+
+
+def qvel_to_v(model: Model, qpos: Float[Array, "nq"], qvel: Float[Array, "nv"]) -> Float[Array, "nv"]:
+    """jaxrbd velocity ``v`` of MuJoCo's ``qvel`` at ``qpos``.
+
+    Only free joints differ: MuJoCo's ``[ṗ (world); ω (body)]`` becomes
+    ``[ω_body; Rᵀ ṗ]`` (`CONVENTIONS.md`: the body spatial velocity in body
+    coordinates). Every other coordinate is copied.
+
+    Args:
+        model: a model from `load_mjcf` (free joints on the world).
+        qpos: MuJoCo configuration `(nq,)`.
+        qvel: MuJoCo velocity `(nv,)` [rad/s | m/s].
+
+    Returns:
+        ``v`` `(nv,)`.
+
+    Example:
+        >>> b = jaxrbd.ModelBuilder()
+        >>> _ = b.add_body("base", "world", jaxrbd.joints.free(), jaxrbd.Body(1.0, inertia=np.eye(3)))
+        >>> floating = b.build()
+        >>> qpos = jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])   # turned by pi about z
+        >>> qvel = jnp.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.5])        # [p dot (world); omega]
+        >>> jaxrbd.io.qvel_to_v(floating, qpos, qvel).tolist()
+        [0.0, 0.0, 0.5, -1.0, 0.0, 0.0]
+    """
+    return _swap(model, qpos, qvel, ("qpos", "qvel"), to_jaxrbd=True)
+
+
+def v_to_qvel(model: Model, q: Float[Array, "nq"], v: Float[Array, "nv"]) -> Float[Array, "nv"]:
+    """MuJoCo ``qvel`` of a jaxrbd velocity (the inverse of `qvel_to_v`).
+
+    Example:
+        >>> jaxrbd.io.v_to_qvel(model, jnp.zeros(model.nq), jnp.ones(model.nv)).shape
+        (9,)
+    """
+    return _swap(model, q, v, ("q", "v"), to_jaxrbd=False)
+
+
+def qacc_to_qdd(
+    model: Model, qpos: Float[Array, "nq"], qvel: Float[Array, "nv"], qacc: Float[Array, "nv"]
+) -> Float[Array, "nv"]:
+    """jaxrbd acceleration ``qdd = dv/dt`` of MuJoCo's ``qacc``.
+
+    For a free joint ``dv/dt = [ω̇; Rᵀ p̈ - ω × Rᵀ ṗ]`` (the derivative of the
+    body-coordinate velocity); other coordinates are copied.
+
+    Example:
+        >>> z = jnp.zeros(model.nv)
+        >>> jaxrbd.io.qacc_to_qdd(model, jnp.zeros(model.nq), z, z).shape
+        (9,)
+    """
+    qpos = check_vector("qpos", qpos, model.nq, "model.nq", model.dtype)
+    qvel = check_vector("qvel", qvel, model.nv, "model.nv", model.dtype)
+    qacc = check_vector("qacc", qacc, model.nv, "model.nv", model.dtype)
+    R, idx, a = _free_terms(model, qpos, qacc)
+    x = qvel[idx]
+    vb = _mv(R, x[:, :3], transpose=True)
+    lin = _mv(R, a[:, :3], transpose=True) - jnp.cross(x[:, 3:], vb)
+    return qacc.at[idx].set(jnp.concatenate([a[:, 3:], lin], axis=1))
+
+
+def qdd_to_qacc(
+    model: Model, q: Float[Array, "nq"], v: Float[Array, "nv"], qdd: Float[Array, "nv"]
+) -> Float[Array, "nv"]:
+    """MuJoCo ``qacc`` of a jaxrbd acceleration (the inverse of `qacc_to_qdd`).
+
+    Example:
+        >>> z = jnp.zeros(model.nv)
+        >>> jaxrbd.io.qdd_to_qacc(model, jnp.zeros(model.nq), z, z).shape
+        (9,)
+    """
+    q = check_vector("q", q, model.nq, "model.nq", model.dtype)
+    v = check_vector("v", v, model.nv, "model.nv", model.dtype)
+    qdd = check_vector("qdd", qdd, model.nv, "model.nv", model.dtype)
+    R, idx, a = _free_terms(model, q, qdd)
+    x = v[idx]
+    lin = _mv(R, a[:, 3:] + jnp.cross(x[:, :3], x[:, 3:]))
+    return qdd.at[idx].set(jnp.concatenate([lin, a[:, :3]], axis=1))
+
+
+def qfrc_to_tau(model: Model, qpos: Float[Array, "nq"], qfrc: Float[Array, "nv"]) -> Float[Array, "nv"]:
+    """jaxrbd generalized force of a MuJoCo ``qfrc_*`` vector.
+
+    For a free joint MuJoCo's ``[f (world); n (body)]`` becomes ``[n; Rᵀ f]``, the
+    spatial force in body coordinates (both act at the body origin); other
+    coordinates are copied. Power is preserved: ``qvel·qfrc == v·tau``.
+
+    Example:
+        >>> jaxrbd.io.qfrc_to_tau(model, jnp.zeros(model.nq), jnp.ones(model.nv)).shape
+        (9,)
+    """
+    return _swap(model, qpos, qfrc, ("qpos", "qfrc"), to_jaxrbd=True)
+
+
+def tau_to_qfrc(model: Model, q: Float[Array, "nq"], tau: Float[Array, "nv"]) -> Float[Array, "nv"]:
+    """MuJoCo generalized force of a jaxrbd ``tau`` (the inverse of `qfrc_to_tau`).
+
+    Example:
+        >>> jaxrbd.io.tau_to_qfrc(model, jnp.zeros(model.nq), jnp.ones(model.nv)).shape
+        (9,)
+    """
+    return _swap(model, q, tau, ("q", "tau"), to_jaxrbd=False)
+
+
+def _swap(model, q, x, names, to_jaxrbd):
+    """Velocities and forces share one map at a free joint: MuJoCo's
+    ``[linear (world); angular (body)]`` <-> jaxrbd's ``[angular; Rᵀ linear]``."""
+    q = check_vector(names[0], q, model.nq, "model.nq", model.dtype)
+    x = check_vector(names[1], x, model.nv, "model.nv", model.dtype)
+    R, idx, f = _free_terms(model, q, x)
+    if to_jaxrbd:
+        block = jnp.concatenate([f[:, 3:], _mv(R, f[:, :3], transpose=True)], axis=1)
+    else:
+        block = jnp.concatenate([_mv(R, f[:, 3:]), f[:, :3]], axis=1)
+    return x.at[idx].set(block)

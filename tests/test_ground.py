@@ -1,0 +1,348 @@
+"""Ground contact (jaxrbd.ground): geometry, both contact models, validation scenes.
+
+Each scene compiles once (module-scope fixtures); cases that differ only in numbers
+(friction coefficients, drop heights) run as one vmapped call.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxrbd
+from jaxrbd import Body, ModelBuilder, ground, joints
+
+DATA = pathlib.Path(__file__).parent / "data"
+G = 9.81
+
+
+def _free_body(mass, inertia):
+    b = ModelBuilder(gravity=(0.0, 0.0, -G))
+    b.add_body("body", parent="world", joint=joints.free(),
+               body=Body(mass=mass, com=(0.0, 0.0, 0.0), inertia=np.diag(inertia)))
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def ball():
+    r, m = 0.1, 1.0
+    model = _free_body(m, [0.4 * m * r * r] * 3)
+    pts = ground.ContactPoints.create(model, [("body", [0.0, 0.0, 0.0], r)], names=["ball"])
+    return model, pts
+
+
+@pytest.fixture(scope="module")
+def block():
+    a, b_, c, m = 0.1, 0.1, 0.05, 1.0
+    I = [m / 3 * (b_ * b_ + c * c), m / 3 * (a * a + c * c), m / 3 * (a * a + b_ * b_)]
+    model = _free_body(m, I)
+    corners = [("body", [sx * a, sy * b_, -c]) for sx in (-1, 1) for sy in (-1, 1)]
+    return model, ground.ContactPoints.create(model, corners)
+
+
+def _drop_state(model, height):
+    q = jnp.zeros(model.nq).at[2].set(height).at[3].set(1.0)
+    return q, jnp.zeros(model.nv)
+
+
+def _energy(model, q, qd):
+    return jaxrbd.kinetic_energy(model, q, qd) + jaxrbd.potential_energy(model, q)
+
+
+# ---------------------------------------------------------------- geometry
+
+
+def test_plane_and_heightfield_agree_on_a_slope():
+    slope = 0.2
+    n = np.array([-slope, 0.0, 1.0]) / np.hypot(slope, 1.0)
+    plane = ground.Plane(0.0, normal=n, friction=0.7)
+    fn = ground.Heightfield(lambda x, y: slope * x, friction=0.7)
+    xs = np.linspace(-1.0, 2.0, 4)
+    grid = ground.Heightfield.from_grid(slope * xs[:, None] + 0.0 * xs[None, :],
+                                        origin=(-1.0, -1.0), spacing=(1.0, 1.0), friction=0.7)
+    pts = jnp.asarray(np.random.default_rng(0).uniform(-0.9, 0.9, (5, 3)))
+    for terrain in (fn, grid):
+        d, nn, mu = jax.vmap(terrain.query)(pts)
+        d0, n0, _ = jax.vmap(plane.query)(pts)
+        np.testing.assert_allclose(d, d0, atol=1e-12)
+        np.testing.assert_allclose(nn, n0, atol=1e-12)
+        np.testing.assert_allclose(mu, 0.7)
+    normals = np.random.default_rng(1).normal(size=(6, 3)) * np.array([1, 1, 3])
+    normals = jnp.asarray(normals / np.linalg.norm(normals, axis=1, keepdims=True))
+    F = jax.vmap(ground.tangent_basis)(normals)
+    np.testing.assert_allclose(F @ jnp.swapaxes(F, 1, 2), np.broadcast_to(np.eye(3), (6, 3, 3)),
+                               atol=1e-12)
+    np.testing.assert_allclose(jnp.linalg.det(F), 1.0, atol=1e-12)
+
+
+def test_grid_heightfield_is_bilinear():
+    H = np.array([[0.0, 1.0], [2.0, 4.0]])
+    hf = ground.Heightfield.from_grid(H, origin=(0.0, 0.0), spacing=(2.0, 1.0))
+    x, y = 0.5, 0.25  # cell fractions a = 0.25, b = 0.25
+    want = 0.75 * 0.75 * 0 + 0.25 * 0.75 * 2 + 0.75 * 0.25 * 1 + 0.25 * 0.25 * 4
+    assert abs(float(hf.height(jnp.asarray(x), jnp.asarray(y))) - want) < 1e-12
+
+
+def test_contact_points_from_urdf_spheres():
+    urdf = """<robot name="r"><link name="base"><inertial><mass value="1"/>
+      <inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial></link>
+      <joint name="j" type="revolute"><parent link="base"/><child link="leg"/>
+        <axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+      <link name="leg"><inertial><mass value="0.5"/>
+        <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>
+        <collision name="toe"><origin xyz="0 0 -0.3"/><geometry><sphere radius="0.02"/></geometry></collision>
+        <collision><geometry><box size="1 1 1"/></geometry></collision>
+        <collision><origin xyz="0.1 0 -0.3" rpy="0 1 0"/><geometry><sphere radius="0.03"/></geometry></collision>
+      </link></robot>"""
+    model = jaxrbd.load_urdf(urdf, floating_base=True)
+    pts = ground.ContactPoints.from_urdf(model, urdf)
+    assert pts.names == ("toe", "leg_1")
+    assert pts.bodies == (model.body_id("leg"),) * 2
+    np.testing.assert_allclose(pts.points, [[0, 0, -0.3], [0.1, 0, -0.3]])
+    np.testing.assert_allclose(pts.radius, [0.02, 0.03])
+    assert pts.select("leg_1").names == ("leg_1",)
+    with pytest.raises(ValueError, match="no contact point named"):
+        pts.select("heel")
+    with pytest.raises(ValueError, match="no <collision><geometry><sphere>"):
+        ground.ContactPoints.from_urdf(model, urdf.replace("sphere radius", "cylinder radius"))
+
+
+def test_bad_arguments(ball):
+    model, pts = ball
+    q, qd = _drop_state(model, 1.0)
+    plane = ground.Plane()
+    with pytest.raises(ValueError, match="contact_model must be"):
+        ground.step(model, q, qd, qd, 1e-3, pts, plane, "soft")
+    with pytest.raises(TypeError, match="terrain is a"):
+        ground.step(model, q, qd, qd, 1e-3, pts, "floor")
+    with pytest.raises(TypeError, match="contacts is a"):
+        ground.step(model, q, qd, qd, 1e-3, [("body", [0, 0, 0])], plane)
+    with pytest.raises(ValueError, match="q has shape"):
+        ground.step(model, q[:3], qd, qd, 1e-3, pts, plane)
+    with pytest.raises(ValueError, match="dt is"):
+        ground.step(model, q, qd, qd, -1e-3, pts, plane)
+    with pytest.raises(ValueError, match="solver must be"):
+        ground.HardContact(solver="lemke")
+    with pytest.raises(ValueError, match="friction is"):
+        ground.Plane(friction=-0.1)
+    with pytest.raises(ValueError, match="world"):
+        ground.ContactPoints.create(model, [("world", [0, 0, 0])])
+
+
+# ---------------------------------------------------------------- block scenes
+
+
+THETA = 0.3  # tan = 0.309
+MUS = (0.5, 0.2)  # sticks, slides
+N_BLOCK, DT_BLOCK = 600, 1e-3
+_BLOCK_RUNS = {}
+
+
+def _block_runs(model, pts, kind):
+    """Three scenes in one vmapped rollout: the block at rest on the incline with mu = 0.5
+    (sticks) and 0.2 (slides), and the block thrown, spinning, onto flat ground."""
+    if kind in _BLOCK_RUNS:
+        return _BLOCK_RUNS[kind]
+    n = np.array([0.0, -np.sin(THETA), np.cos(THETA)])
+    normals = jnp.asarray([n, n, [0.0, 0.0, 1.0]])
+    mus = jnp.asarray([*MUS, 0.6])
+    q_incline = np.r_[0.05 * n, np.cos(THETA / 2), np.sin(THETA / 2), 0.0, 0.0]
+    quat = np.array([0.9, 0.3, 0.2, 0.0]) / np.linalg.norm([0.9, 0.3, 0.2, 0.0])
+    q_throw = np.r_[0.0, 0.0, 0.3, quat]
+    q0 = jnp.asarray([q_incline, q_incline, q_throw])
+    qd0 = jnp.asarray([np.zeros(6), np.zeros(6), [3.0, -2.0, 1.0, 0.5, 0.2, 0.0]])
+    if kind == "hard":
+        cm = ground.HardContact()
+    else:
+        cm = ground.CompliantContact(stiffness=1e6, damping=5.0, friction_velocity=1e-4)
+
+    def run(q, qd, normal, mu):
+        plane = ground.Plane(0.0, normal=normal, friction=mu)
+        return ground.rollout(model, q, qd, jnp.zeros((N_BLOCK, model.nv)), DT_BLOCK, pts,
+                              plane, cm)
+
+    _BLOCK_RUNS[kind] = jax.jit(jax.vmap(run))(q0, qd0, normals, mus)
+    return _BLOCK_RUNS[kind]
+
+
+@pytest.mark.parametrize("contact_model", ["hard", "compliant"])
+def test_block_scenes(block, contact_model):
+    """Incline: sticks when tan(theta) < mu, slides with a = g (sin - mu cos) otherwise;
+    energy never increases without input (hard model, all three scenes)."""
+    model, _ = block
+    qs, qds, info = _block_runs(*block, contact_model)
+    # speed down the slope: world linear velocity R v_body along the descent direction
+    down = jnp.array([0.0, -np.cos(THETA), -np.sin(THETA)])
+    R0 = jnp.array([[1, 0, 0], [0, np.cos(THETA), -np.sin(THETA)], [0, np.sin(THETA), np.cos(THETA)]])
+    v = qds[:2, :, 3:] @ R0.T @ down  # the block keeps its orientation
+    t0, t1 = 300, N_BLOCK
+    a_slide = (v[1, t1] - v[1, t0]) / ((t1 - t0) * DT_BLOCK)
+    a_want = G * (np.sin(THETA) - MUS[1] * np.cos(THETA))
+    # sliding: Coulomb's law to 0.5 % (hard) / 1 % (compliant, the contact settles first)
+    assert abs(a_slide - a_want) / a_want < (5e-3 if contact_model == "hard" else 1e-2)
+    if contact_model == "hard":
+        # sticking: at rest (the regularisation leaves < 1e-6 m/s)
+        assert float(jnp.max(jnp.abs(v[0, 10:]))) < 1e-6
+    else:
+        # sticking: the regularised law creeps at eps s / sqrt(1 - s^2)
+        s = np.tan(THETA) / MUS[0]
+        creep = 1e-4 * s / np.sqrt(1 - s * s)
+        assert float(jnp.max(jnp.abs(v[0, t1 - 100 :]))) < 1.05 * creep
+    # the total normal force balances m g cos(theta) on the sticking block
+    fn = jnp.sum(info.force[0, -1, :, 0])
+    assert abs(float(fn) - G * np.cos(THETA)) < 1e-2 * G
+
+    energy = jax.jit(jax.vmap(jax.vmap(lambda q, qd: _energy(model, q, qd))))
+    E = np.asarray(energy(qs, qds))
+    assert info.active[2].any(), "the thrown block must hit the ground"
+    if contact_model == "hard":
+        # semi-implicit Euler on a free rotation changes the energy by O(dt^2) per step;
+        # contacts only remove energy (the linearly implicit compliant step does not
+        # guarantee this at stiff impacts, so only the hard model is checked)
+        assert np.max(np.diff(E, axis=1)) < 1e-6 * np.abs(E[:, :1]).max() + 1e-9
+    assert E[2, -1] < E[2, 0] - 1.0  # impacts and friction dissipate
+
+
+# ---------------------------------------------------------------- ball drops
+
+
+@pytest.fixture
+def ball_runs(ball):
+    """Two drops in one vmapped rollout: restitution 0.5 at dt = 0.25 ms, and a drop
+    that comes to rest (restitution 0) at dt = 1 ms."""
+    model, pts = ball
+    n = 2600
+    q0 = jnp.asarray([[0.0, 0.0, 0.5, 1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.4, 1.0, 0.0, 0.0, 0.0]])
+    e = jnp.asarray([0.5, 0.0])
+    dt = jnp.asarray([2.5e-4, 1e-3])
+
+    def run(q, e, dt):
+        return ground.rollout(model, q, jnp.zeros(model.nv), jnp.zeros((n, model.nv)), dt, pts,
+                              ground.Plane(), ground.HardContact(restitution=e))
+
+    return jax.jit(jax.vmap(run))(q0, e, dt)
+
+
+def test_ball_drops(ball_runs):
+    """A drop with restitution e rebounds to e^2 of its height; a drop without comes
+    to rest as in MuJoCo (the MuJoCo part is skipped without it)."""
+    qs, qds, _ = ball_runs
+    e, h0 = 0.5, 0.4
+    z = np.asarray(qs[0, :, 2]) - 0.1  # the bottom of the ball; it starts at h0
+    touchdown = int(np.argmax(np.asarray(qds[0, :, 5]) > 0))  # the first bounce
+    apex = z[touchdown:].max()
+    # the velocity reverses exactly; the bounce starts up to v dt above the ground
+    assert touchdown > 0 and abs(apex - e * e * h0) / (e * e * h0) < 0.02
+    mujoco = pytest.importorskip("mujoco", reason="MuJoCo is the oracle of this test")
+    xml = """<mujoco><option timestep="0.001" gravity="0 0 -9.81"/>
+      <worldbody><geom type="plane" size="5 5 0.1" friction="1 0.005 0.0001"/>
+        <body pos="0 0 0.4"><freejoint/>
+          <geom type="sphere" size="0.1" mass="1"/></body></worldbody></mujoco>"""
+    mm = mujoco.MjModel.from_xml_string(xml)
+    md = mujoco.MjData(mm)
+    for _ in range(2600):
+        mujoco.mj_step(mm, md)
+    f6 = np.zeros(6)
+    fz = 0.0
+    for i in range(md.ncon):
+        mujoco.mj_contactForce(mm, md, i, f6)
+        fz += f6[0] * md.contact[i].frame[2]  # normal component along world z
+    qs, _, info = ball_runs
+    # resting height: MuJoCo's soft contact sinks by a fraction of a millimetre
+    assert abs(float(qs[1, -1, 2]) - md.qpos[2]) < 1e-3
+    assert abs(float(info.total_force[1, -1, 2]) - fz) < 1e-2 * fz
+
+
+def test_solo12_stands_on_four_feet():
+    model = jaxrbd.load_urdf(DATA / "solo12.urdf", floating_base=True)
+    feet = ground.ContactPoints.create(
+        model, [(f"{leg}_FOOT", [0.0, 0.0, 0.0], 0.016) for leg in ("FL", "FR", "HL", "HR")])
+    plane = ground.Plane(0.0, friction=1.0)
+    pose = jnp.array([0, 0.8, -1.6] * 2 + [0, -0.8, 1.6] * 2)
+    q = jnp.zeros(model.nq).at[3].set(1.0).at[7:].set(pose)
+    gap, _, _, _ = ground.contact_frames(model, q, feet, plane)
+    q = q.at[2].set(-gap[0])
+    kp, kd = 5.0, 0.1
+
+    def policy(t, q, qd):
+        return jnp.zeros(model.nv).at[6:].set(kp * (pose - q[7:]) - kd * qd[6:])
+
+    dt, n = 2e-3, 2500  # 5 s
+    qs, _, info = jax.jit(lambda q: ground.rollout(
+        model, q, jnp.zeros(model.nv), None, dt, feet, plane, n_steps=n, policy=policy))(q)
+    mg = float(jaxrbd.total_mass(model)) * G
+    fn = np.asarray(jnp.sum(info.force[:, :, 0], axis=1))
+    assert abs(fn[-1] - mg) < 1e-6 * mg
+    assert np.all(np.asarray(info.active[-1]))
+    settled = int(0.5 / dt)
+    drift = np.linalg.norm(np.asarray(qs[settled:, :3] - qs[settled, None, :3]), axis=1).max()
+    assert drift < 1e-3
+
+
+# ---------------------------------------------------------------- gradients
+
+
+def test_contact_solver_vjp_matches_finite_differences():
+    rng = np.random.default_rng(3)
+    K = 3
+    B = rng.normal(size=(3 * K, 3 * K))
+    A = jnp.asarray(B @ B.T + 0.5 * np.eye(3 * K))
+    c = jnp.asarray(rng.normal(size=3 * K))
+    mu = jnp.asarray([0.3, 0.8, 0.5])
+    w = jnp.asarray(rng.normal(size=3 * K))
+    hard = ground.HardContact(iterations=2000)
+
+    def f(A, c, mu):
+        lam, _ = ground.solve_contact_problem(A, c, mu, hard)
+        return w @ lam
+
+    _, res = ground.solve_contact_problem(A, c, mu, hard)
+    assert res < 1e-10
+    gA, gc, gmu = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(A, c, mu)
+    fj = jax.jit(f)
+    eps = 1e-6
+    for arg, g in ((1, gc), (2, gmu)):
+        x = (A, c, mu)[arg]
+        for i in range(x.shape[0]):
+            xp, xm = [A, c, mu], [A, c, mu]
+            xp[arg], xm[arg] = x.at[i].add(eps), x.at[i].add(-eps)
+            fd = (fj(*xp) - fj(*xm)) / (2 * eps)
+            assert abs(float(fd - g[i])) < 1e-6 * max(1.0, abs(float(fd)))
+    dA = jnp.asarray(rng.normal(size=A.shape)); dA = dA + dA.T
+    fd = (fj(A + eps * dA, c, mu) - fj(A - eps * dA, c, mu)) / (2 * eps)
+    assert abs(float(fd - jnp.sum(gA * dA))) < 1e-6 * max(1.0, abs(float(fd)))
+
+
+@pytest.mark.parametrize("contact_model", ["hard"])
+def test_gradients_through_contact(block, contact_model):
+    model, pts = block
+    cm = ground.HardContact() if contact_model == "hard" else ground.CompliantContact(damping=5.0)
+    dt, n = 1e-3, 150
+
+    def final_x(v0, mu, h):
+        q = jnp.zeros(model.nq).at[2].set(0.05 + h).at[3].set(1.0)
+        qd = jnp.zeros(model.nv).at[3].set(v0)
+        qs, _, _ = ground.rollout(model, q, qd, jnp.zeros((n, model.nv)), dt, pts,
+                                  ground.Plane(friction=mu), cm)
+        return qs[-1, 0] + qs[-1, 2]
+
+    vg = jax.jit(jax.value_and_grad(final_x, argnums=(0, 1, 2)))
+    f = lambda *a: vg(*a)[0]
+    g = lambda *a: vg(*a)[1]
+    # sliding on the ground the whole time: smooth, matches central differences
+    v0, mu, h = 1.0, 0.3, 0.0
+    grads = g(v0, mu, h)
+    eps = 1e-5
+    for i, x in enumerate((v0, mu)):
+        args = [v0, mu, h]
+        ap, am = list(args), list(args)
+        ap[i] += eps; am[i] -= eps
+        fd = (f(*ap) - f(*am)) / (2 * eps)
+        assert abs(float(grads[i] - fd)) < 2e-3 * max(1.0, abs(float(fd))), (i, grads[i], fd)
+    # dropped so that it touches down during the rollout: finite gradients
+    for h in (0.01, 0.02, 0.0449):
+        assert all(np.isfinite(float(x)) for x in g(v0, mu, h))
