@@ -98,7 +98,27 @@ from ._derivatives import forward_dynamics_parameter_derivatives as forward_dyna
 from ._derivatives import inverse_dynamics_derivatives as inverse_dynamics_derivatives
 from ._derivatives import inverse_dynamics_parameter_derivatives as inverse_dynamics_parameter_derivatives
 from ._derivatives import model_derivatives as model_derivatives
+# -- RBDL parity: constrained inverse dynamics, zero-moment point --
+from ._constrained_dynamics import actuation_mask as actuation_mask
+from ._constrained_dynamics import inverse_dynamics_constraints as inverse_dynamics_constraints
+from ._constrained_dynamics import (
+    inverse_dynamics_constraints_relaxed as inverse_dynamics_constraints_relaxed,
+)
+from ._constrained_dynamics import solve_constrained_system as solve_constrained_system
+from ._zmp import zero_moment_point as zero_moment_point
+# -- markers, motion capture and estimation --
+from ._markers import MarkerSet as MarkerSet
+from ._markers import marker_jacobian as marker_jacobian
+from ._markers import marker_kinematics as marker_kinematics
+from ._markers import marker_positions as marker_positions
+from . import estimation as estimation
+from . import mocap as mocap
 from . import batched as batched
+from . import ground as ground
+from . import reference as reference
+from . import viewer as viewer
+from . import viz as viz
+from .io import load_mjcf as load_mjcf
 from .io import load_urdf as load_urdf
 
 __version__ = "0.1.0"

@@ -129,9 +129,10 @@ class ModelBuilder:
                 coordinate (default: the joint's neutral configuration).
             armature: reflected rotor inertia per velocity coordinate (``>= 0``,
                 default 0) [kg m² or kg]: part of the dynamics (``H + diag``).
-            rotor_inertia, gear_ratio: the armature as Pinocchio gives it,
-                ``rotor_inertia * gear_ratio**2`` (both per velocity coordinate; give
-                these or ``armature``, not both).
+            rotor_inertia: the armature as Pinocchio gives it, ``rotor_inertia *
+                gear_ratio**2`` (per velocity coordinate; give this with ``gear_ratio``,
+                or ``armature``, not both).
+            gear_ratio: see ``rotor_inertia``.
 
         Raises:
             ValueError: unknown parent, duplicate name, non-physical inertia, bad

@@ -166,7 +166,8 @@ def reduce_cols(cm: CoupledModel, J):
     Ji = J[..., np.asarray(cm.independent_v, np.int64)]
     if not cm.coupled_v:
         return Ji
-    Jc = J[..., np.asarray(cm.coupled_v, np.int64)] * cm.multiplier.astype(J.dtype)
+    a = cm.multiplier.astype(J.dtype).reshape((1,) * (J.ndim - 1) + (-1,))
+    Jc = J[..., np.asarray(cm.coupled_v, np.int64)] * a
     return Ji + Jc @ jnp.asarray(_onehot(cm), J.dtype)
 
 

@@ -26,6 +26,8 @@ from jax import lax
 from ._aba import forward_dynamics
 from ._common import _as_float, check_state, check_vector
 from ._configuration import integrate_batched
+from . import _coupling
+from ._model import is_coupled
 
 __all__ = ["INTEGRATORS", "rollout", "rollout_batched", "step"]
 
@@ -151,6 +153,8 @@ def _check_checkpoint(checkpoint, n):
 
 def _move(model, q, v, h):
     """``q (+) v h`` on the joint manifolds (`jaxrbd.integrate` without the checks)."""
+    if is_coupled(model):
+        return _coupling.integrate(model, q, v, h)
     return integrate_batched(model, q[:, None], v[:, None], h)[:, 0]
 
 

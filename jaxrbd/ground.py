@@ -353,7 +353,9 @@ def rollout(
         q0: initial configuration `(nq,)`; qd0: initial velocities `(nv,)`.
         tau_seq: `(n_steps, nv)` generalized forces, or ``None`` with `policy`.
         dt: time step [s].
-        contacts, terrain, contact_model: as `step`.
+        contacts: as `step`.
+        terrain: as `step`.
+        contact_model: as `step`.
         n_steps: number of steps (required with `policy`).
         policy: ``(t, q, qd) -> tau (nv,)``.
         checkpoint: ``None``, a segment length, or ``True`` (``ceil(sqrt(n_steps))``).

@@ -326,7 +326,10 @@ def synthetic_gait_trial(model, markers, *, duration=4.0, rate=100.0, noise_std=
         model: `jaxrbd.models.human28`.
         markers: its `MarkerSet` (``human28(markers=True)``) or a subset.
         duration: length [s]; rate: sampling rate [Hz].
-        noise_std, gap_probability, max_gap, seed: as `synthetic_markers`.
+        noise_std: as `synthetic_markers`.
+        gap_probability: as `synthetic_markers`.
+        max_gap: as `synthetic_markers`.
+        seed: as `synthetic_markers`.
         **gait: keyword arguments of `gait_trajectory` (``speed``...).
 
     Returns:

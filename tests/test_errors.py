@@ -302,6 +302,8 @@ BUILDER_CASES = {
 def test_builder_rejects_bad_bodies_naming_them(case):
     call, match = BUILDER_CASES[case]
     b = _builder()
+    # physically inconsistent inertias warn by default (tests/test_robots.py); strict here
+    b.inertia_check = "error"
     with pytest.raises(ValueError, match=match) as info:
         call(b)
     name = "base" if case == "duplicate body name" else "arm"

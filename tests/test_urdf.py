@@ -219,7 +219,9 @@ def test_limits_dynamics_mimic_info():
                  '<limit effort="1" velocity="2"/><mimic joint="j1" multiplier="-2"/>')
     )
     with pytest.raises(ValueError, match=r"joint 'j2'.*mimic.*unsupported.*'fixed'"):
-        load_urdf(xml)
+        load_urdf(xml, mimic="error")
+    coupled = load_urdf(xml)  # coupled by default: j2 = -2 j1
+    assert coupled.joint_names == ("j1",) and coupled.coupled_joints == ("j2",)
     model, info = load_urdf(xml, return_info=True, mimic="independent")
     assert model.joint_names == ("j1", "j2")
     assert info["limits"] == {
@@ -318,7 +320,7 @@ ERRORS = {
 def test_errors(xml, match):
     mimic = "independent" if "zz" in xml else "error"
     with pytest.raises(ValueError, match=match):
-        load_urdf(xml, mimic=mimic)
+        load_urdf(xml, mimic=mimic, inertia_check="error")
 
 
 def test_error_root_joint_reserved():
@@ -329,8 +331,8 @@ def test_error_root_joint_reserved():
 
 
 def test_error_bad_option_and_types(tmp_path):
-    with pytest.raises(ValueError, match="mimic is 'couple'"):
-        load_urdf(_urdf(CHAIN), mimic="couple")
+    with pytest.raises(ValueError, match="mimic is 'coupled'"):
+        load_urdf(_urdf(CHAIN), mimic="coupled")
     with pytest.raises(TypeError, match="expects a path"):
         load_urdf(3)
     with pytest.raises(FileNotFoundError):
