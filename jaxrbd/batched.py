@@ -31,6 +31,8 @@ from ._jit import jit as _jit
 from ._rnea import rnea_batched
 from ._vmap import blocked as _blocked
 
+from ._model import is_coupled
+
 __all__ = [
     "contact_impulses",
     "forward_dynamics",
@@ -134,10 +136,22 @@ def _per_model(fn, model, *arrays, **static):
     return jax.vmap(lambda m, *xs: fn(m, *xs, **static), in_axes=in_axes)(model, *arrays)
 
 
+def _each_state(fn, model, *arrays):
+    """``jax.vmap`` of a public single-state function over batch-first states: the path
+    of a `CoupledModel`, whose reduction to the independent coordinates lives in the
+    public functions (`jaxrbd._coupling`)."""
+    in_axes = (None,) + tuple(None if x is None else 0 for x in arrays)
+    return jax.vmap(fn, in_axes=in_axes)(model, *arrays)
+
+
 # ----------------------------------------------------------------------------- dynamics
 
 
 def _fd(model, Q, QD, TAU, F_ext):
+    if is_coupled(model):
+        from ._aba import forward_dynamics as one
+
+        return _each_state(one, model, Q, QD, TAU, F_ext)
     if n_models(model) is not None:
         from ._aba import forward_dynamics as one
 
@@ -146,6 +160,10 @@ def _fd(model, Q, QD, TAU, F_ext):
 
 
 def _id(model, Q, QD, QDD, F_ext):
+    if is_coupled(model):
+        from ._rnea import inverse_dynamics as one
+
+        return _each_state(one, model, Q, QD, QDD, F_ext)
     if n_models(model) is not None:
         from ._rnea import inverse_dynamics as one
 
@@ -154,6 +172,10 @@ def _id(model, Q, QD, QDD, F_ext):
 
 
 def _mm(model, Q):
+    if is_coupled(model):
+        from ._crba import mass_matrix as one
+
+        return _each_state(one, model, Q)
     if n_models(model) is not None:
         from ._crba import mass_matrix as one
 
@@ -189,6 +211,8 @@ def mass_matrix(model, Q):
 def _fd_derivs(model, Q, QD, TAU, F_ext):
     from ._derivatives import fd_derivatives_batched, forward_dynamics_derivatives
 
+    if is_coupled(model):
+        return _each_state(forward_dynamics_derivatives, model, Q, QD, TAU, F_ext)
     if n_models(model) is not None:
         return _per_model(forward_dynamics_derivatives, model, Q, QD, TAU, F_ext)
     arrays = _batch(model, Q=Q, QD=QD, TAU=TAU)
@@ -199,6 +223,8 @@ def _fd_derivs(model, Q, QD, TAU, F_ext):
 def _id_derivs(model, Q, QD, QDD, F_ext):
     from ._derivatives import id_derivatives_batched, inverse_dynamics_derivatives
 
+    if is_coupled(model):
+        return _each_state(inverse_dynamics_derivatives, model, Q, QD, QDD, F_ext)
     if n_models(model) is not None:
         return _per_model(inverse_dynamics_derivatives, model, Q, QD, QDD, F_ext)
     arrays = _batch(model, Q=Q, QD=QD, QDD=QDD)

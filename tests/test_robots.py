@@ -291,6 +291,10 @@ def test_mimic_jit_vmap_grad_derivatives_and_contacts(gripper):
     a = fd(cm, q, qd, tau)
     A = jax.vmap(lambda q: fd(cm, q, qd, tau))(jnp.stack([q, q]))
     assert_allclose(A[0], a, rtol=1e-12, name="vmap")
+    two = lambda x: jnp.stack([x, x])  # noqa: E731
+    assert_allclose(jaxrbd.batched.forward_dynamics(cm, two(q), two(qd), two(tau))[1], a,
+                    rtol=1e-12, name="batched")
+    assert jaxrbd.batched.mass_matrix(cm, two(q)).shape == (2, cm.nv, cm.nv)
     dq, dv, Minv = jaxrbd.forward_dynamics_derivatives(cm, q, qd, tau)
     eps = 1e-6
     e = jnp.eye(cm.nv)[1]
