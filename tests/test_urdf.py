@@ -305,9 +305,6 @@ ERRORS = {
                            r"link 'b'.*not positive semidefinite"),
     "mimic": (_urdf(CHAIN.replace("</joint>", '<mimic joint="j1"/></joint>', 2)),
               r"joint 'j1': <mimic>.*unsupported.*make the joint type 'fixed'"),
-    "mimic missing target": (_urdf(_joint("j1", "a", "b", extra='<mimic joint="zz"/>')
-                                   + _joint("j2", "b", "c")),
-                             r"joint 'j1': <mimic joint='zz'> names no joint"),
     "world not root": (_urdf(CHAIN + _joint("j3", "c", "world", "fixed"),
                              links=("a", "b", "c", "world")),
                        r"link 'world' is not the root link \('a' is\)"),
@@ -318,9 +315,18 @@ ERRORS = {
 
 @pytest.mark.parametrize("xml, match", list(ERRORS.values()), ids=list(ERRORS))
 def test_errors(xml, match):
-    mimic = "independent" if "zz" in xml else "error"
+    mimic = "error"
     with pytest.raises(ValueError, match=match):
         load_urdf(xml, mimic=mimic, inertia_check="error")
+
+
+def test_mimic_of_a_missing_joint_warns_and_stays_independent():
+    xml = _urdf(_joint("j1", "a", "b", extra='<mimic joint="zz"/>') + _joint("j2", "b", "c"))
+    for mode in ("couple", "independent"):
+        with pytest.warns(UserWarning, match=r"'j1' \(mimics 'zz'\)"):
+            assert load_urdf(xml, mimic=mode).joint_names == ("j1", "j2")
+    with pytest.raises(ValueError, match=r"joint 'j1': <mimic>.*unsupported"):
+        load_urdf(xml, mimic="error")
 
 
 def test_error_root_joint_reserved():

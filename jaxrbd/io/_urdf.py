@@ -171,11 +171,17 @@ def load_urdf(
     info: dict[str, Any] = {"limits": {}, "dynamics": {}, "mimic": {}}
     for j in urdf_joints:
         _read_extras(j, info, mimic)
-    for name, m in info["mimic"].items():
-        if m["joint"] not in joint_names:
-            raise ValueError(
-                f"URDF joint {name!r}: <mimic joint={m['joint']!r}> names no joint of the URDF"
-            )
+    missing = [name for name, m in info["mimic"].items() if m["joint"] not in joint_names]
+    if missing:
+        # Pinocchio (mimic=False) and urdfdom load such files: the joint stays independent
+        warnings.warn(
+            "URDF: <mimic> names no joint of the URDF, so these joints stay independent: "
+            + ", ".join(f"{n!r} (mimics {info['mimic'][n]['joint']!r})" for n in missing),
+            UserWarning,
+            stacklevel=2,
+        )
+        for name in missing:
+            del info["mimic"][name]
 
     builder = ModelBuilder(inertia_check=inertia_check)
     if root == "world":
