@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
-from . import _linalg
+from . import _coupling, _linalg
 from ._common import (
     Xup_and_S,
     check_f_ext,
@@ -25,12 +25,11 @@ from ._common import (
     sched,
 )
 from ._jcalc import joint_velocity_terms, node_inertias
+from ._model import is_coupled
 from ._passes import velocities
 from ._rows import place_rows
 from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"]
 

@@ -7,7 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
+from . import _coupling
 from ._common import _as_float, check_state, check_vector
+from ._model import is_coupled
 from ._rotation import (
     exp_quat,
     log_quat,
@@ -17,8 +19,6 @@ from ._rotation import (
     so3_left_jacobian,
     so3_left_jacobian_inv,
 )
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = ["integrate", "difference", "neutral_configuration", "random_configuration"]
 

@@ -27,6 +27,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import _algebra as al
+from . import _coupling
 from ._body import Transform
 from ._common import Xup_and_S, check_state, sched
 from ._configuration import integrate
@@ -39,11 +40,10 @@ from ._kinematics import (
     node_poses,
     support,
 )
+from ._model import is_coupled
 from ._passes import velocities_accelerations
 from ._rotation import log_quat
 from ._vmap import native_vmap
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = [
     "ConstraintSet",
@@ -392,7 +392,8 @@ class ConstraintSet(eqx.Module):
 
         Example:
             >>> # keep the tip of body_3 at height -2.5 (one row)
-            >>> tip = lambda m, q: jaxrbd.point_position(m, q, "body_3", jnp.array([0.0, 0.0, -1.0]))[2:] + 2.5
+            >>> end = jnp.array([0.0, 0.0, -1.0])
+            >>> tip = lambda m, q: jaxrbd.point_position(m, q, "body_3", end)[2:] + 2.5
             >>> cs = jaxrbd.ConstraintSet.custom(tip, 1)
             >>> G = jaxrbd.constraint_jacobian(model, q, cs)
             >>> Gp = jaxrbd.point_jacobian(model, q, "body_3", jnp.array([0.0, 0.0, -1.0]))[2:]
@@ -783,7 +784,8 @@ def constraint_residual(model, q, constraints):
     Example:
         >>> cs = jaxrbd.ConstraintSet.points([("body_3", [0.0, 0.0, -1.0], [0.0, 0.0, 1.0])])
         >>> phi = jaxrbd.constraint_residual(model, q, cs)   # height of the point
-        >>> bool(jnp.allclose(phi[0], jaxrbd.point_position(model, q, "body_3", jnp.array([0.0, 0.0, -1.0]))[2]))
+        >>> end = jnp.array([0.0, 0.0, -1.0])
+        >>> bool(jnp.allclose(phi[0], jaxrbd.point_position(model, q, "body_3", end)[2]))
         True
     """
     if is_coupled(model):

@@ -30,14 +30,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import _linalg
+from . import _coupling, _linalg
 from ._common import _as_float, check_f_ext, check_state
 from ._configuration import integrate
 from ._constraints import _frame_poses, _jacobian, _resolve, residual, terms
 from ._crba import mass_matrix
-from ._rnea import bias_forces
-from . import _coupling
 from ._model import is_coupled
+from ._rnea import bias_forces
 
 __all__ = [
     "assemble_q",
@@ -197,7 +196,9 @@ def forward_dynamics_contacts(
         True
     """
     if is_coupled(model):
-        return _coupling.forward_dynamics_contacts(model, q, qd, tau, constraints, method, f_ext, check_rank=check_rank, rcond=rcond)
+        return _coupling.forward_dynamics_contacts(
+            model, q, qd, tau, constraints, method, f_ext, check_rank=check_rank, rcond=rcond
+        )
     with jax.named_scope("jaxrbd.forward_dynamics_contacts"):
         _check_method(method)
         _check_rcond(rcond)
@@ -249,7 +250,10 @@ def contact_impulses(
         True
     """
     if is_coupled(model):
-        return _coupling.contact_impulses(model, q, qd_minus, constraints, restitution, method, return_impulses=return_impulses, check_rank=check_rank, rcond=rcond)
+        return _coupling.contact_impulses(
+            model, q, qd_minus, constraints, restitution, method,
+            return_impulses=return_impulses, check_rank=check_rank, rcond=rcond,
+        )
     with jax.named_scope("jaxrbd.contact_impulses"):
         _check_method(method)
         _check_rcond(rcond)

@@ -311,9 +311,8 @@ def integrate(cm, q, v, dt=1.0):
 
 
 def difference(cm, q0, q1):
-    from ._configuration import difference as diff
-
     from ._common import check_vector
+    from ._configuration import difference as diff
 
     q0 = check_vector("q0", q0, cm.nq, "model.nq", cm.dtype)
     q1 = check_vector("q1", q1, cm.nq, "model.nq", cm.dtype)

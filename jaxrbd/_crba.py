@@ -8,14 +8,14 @@ import jax
 import numpy as np
 
 from . import _algebra as al
+from . import _coupling
 from ._common import Xup_and_S, check_state, sched
 from ._jcalc import node_inertias
+from ._model import is_coupled
 from ._passes import composite_inertias
 from ._rows import place_rows
 from ._tree import Schedule
 from ._vmap import native_vmap
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = ["crba_batched", "mass_matrix"]
 

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
+from . import _coupling
 from ._aba import _pack, _project, _unpack, node_armature
 from ._common import (
     Xup_and_S,
@@ -55,12 +56,11 @@ from ._common import (
     sched,
 )
 from ._jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias, tables
+from ._model import is_coupled
 from ._passes import velocities_accelerations
 from ._rows import place_rows, sum_rows
 from ._tree import add, backward_scan, forward_scan, put, scan_schedule, support_table, take
 from ._vmap import blocked, default_chunk, native_vmap
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = [
     "fd_derivatives_batched",

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _algebra as al
+from . import _coupling
 from ._common import check_state
 from ._jcalc import node_inertias
 from ._kinematics import _node_accelerations as node_accelerations
@@ -18,9 +19,8 @@ from ._kinematics import _node_jacobian as node_jacobian
 from ._kinematics import _node_poses as node_poses
 from ._kinematics import _node_velocities as node_velocities
 from ._kinematics import run_native
-from ._tree import support_table
-from . import _coupling
 from ._model import is_coupled
+from ._tree import support_table
 
 __all__ = [
     "center_of_mass",

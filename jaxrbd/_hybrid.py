@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
+from . import _coupling
 from ._aba import _pack, _unpack, node_armature, velocity_pass
 from ._common import (
     check_f_ext,
@@ -29,10 +30,9 @@ from ._common import (
     pad_inertia,
     pad_S,
 )
+from ._model import is_coupled
 from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = ["hybrid_batched", "hybrid_dynamics", "prescribed_mask"]
 

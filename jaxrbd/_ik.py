@@ -19,14 +19,13 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from . import _linalg, spatial
+from . import _coupling, _linalg, spatial
 from ._common import _as_float, check_vector
 from ._configuration import _euclidean_maps, integrate_batched
 from ._jcalc import tables
 from ._kinematics import body_frames, node_jacobian, node_poses, support
-from ._rotation import log_quat, so3_left_jacobian_inv
-from . import _coupling
 from ._model import is_coupled
+from ._rotation import log_quat, so3_left_jacobian_inv
 
 __all__ = ["IKResult", "IKTarget", "inverse_kinematics"]
 

@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from . import _coupling
 from ._aba import forward_dynamics
 from ._common import _as_float, check_state, check_vector
 from ._configuration import integrate_batched
-from . import _coupling
 from ._model import is_coupled
 
 __all__ = ["INTEGRATORS", "rollout", "rollout_batched", "step"]

@@ -21,13 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
+from . import _coupling
 from ._common import Xup_and_S, _as_float, check_state, sched
 from ._jcalc import joint_velocity_terms, tables
+from ._model import is_coupled
 from ._passes import velocities, velocities_accelerations, world_transforms
 from ._tree import support_table
 from ._vmap import native_vmap
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = [
     "body_acceleration",

@@ -25,14 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
+from . import _coupling
 from ._common import Xup_and_S, _as_float, check_state, gravity_acceleration, sched
 from ._jcalc import joint_velocity_terms, tables
+from ._model import is_coupled
 from ._passes import velocities_accelerations
 from ._rows import place_rows
 from ._tree import support_table
 from ._vmap import native_vmap
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = [
     "from_log_cholesky",
@@ -272,8 +272,8 @@ def _ul_cholesky(pi):
 
     Eliminates the mass first (``Sigma_c = Sigma - h h^T / m``, the second moment about
     the centre of mass), then the 3x3 ``Sigma_c = V V^T`` bottom-up. Returns
-    ``valid`` (``m > 0`` and all pivots > ``100 eps tr(Sigma)``), ``m``, ``c``, the pivots ``(p1, p2, p3)`` and
-    ``(v12, v13, v23)``; invalid operands are replaced by 1 before each division, so
+    ``valid`` (``m > 0`` and all pivots > ``100 eps tr(Sigma)``), ``m``, ``c``, the pivots
+    ``(p1, p2, p3)`` and ``(v12, v13, v23)``; invalid operands are replaced by 1 before each division, so
     every output (and its gradient) is finite.
     """
     one = jnp.ones((), pi.dtype)

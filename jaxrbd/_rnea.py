@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _algebra as al
+from . import _coupling
 from ._common import (
     Xup_and_S,
     check_f_ext,
@@ -15,10 +16,9 @@ from ._common import (
     sched,
 )
 from ._jcalc import joint_velocity_terms, node_inertias
+from ._model import is_coupled
 from ._passes import accumulate_forces, velocities_accelerations
 from ._vmap import native_vmap
-from . import _coupling
-from ._model import is_coupled
 
 __all__ = ["inverse_dynamics", "bias_forces", "gravity_forces", "rnea_batched"]
 

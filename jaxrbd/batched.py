@@ -28,10 +28,9 @@ from ._aba import aba_batched
 from ._common import _as_float
 from ._crba import crba_batched
 from ._jit import jit as _jit
+from ._model import is_coupled
 from ._rnea import rnea_batched
 from ._vmap import blocked as _blocked
-
-from ._model import is_coupled
 
 __all__ = [
     "contact_impulses",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import joints
 from ._body import Body, Transform
 from ._builder import ModelBuilder
-from . import joints
 
 __all__ = ["triple_pendulum", "humanoid", "chain", "human28"]
 

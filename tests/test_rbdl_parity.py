@@ -26,7 +26,7 @@ def _roller(kind=joints.custom):
     return b.build()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mixed(floating=False):
     """Custom joints with skewed, parallel and pure columns, an euler_zxy joint, a revolute."""
     rng = np.random.default_rng(3)
@@ -246,7 +246,7 @@ def test_euler_zxy_equals_three_revolutes():
 # ----------------------------------------------------------------------------- constrained ID
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _solo():
     import pathlib
 
@@ -345,7 +345,7 @@ def _four_bar():
     return b.build(), loop
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _four_bar_assembly():
     @jax.jit
     def run(guess):
@@ -440,7 +440,7 @@ def test_idc_on_two_feet():
 P3 = jnp.array([0.0, 0.0, -1.0])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _arm():
     """A spatial 4-link arm of revolute joints (body_1 ... body_4, 1 m links)."""
     rng = np.random.default_rng(12)

@@ -336,9 +336,12 @@ def _map(m, inertia_check):
         types = [int(m.jnt_type[j]) for j in range(j0, j0 + nj)]
         if _FREE in types:
             if nj != 1 or parent != "world":  # MuJoCo's compiler refuses both
-                raise ValueError(f"MJCF body {name!r}: a free joint must be the only joint of a top-level body")
+                raise ValueError(
+                    f"MJCF body {name!r}: a free joint must be the only joint of a top-level body"
+                )
             j = j0
-            b.add_body(name, "world", joints.free(), inertial, None, joint_names[j], **_dof_kwargs(m, j, _FREE))
+            b.add_body(name, "world", joints.free(), inertial, None, joint_names[j],
+                       **_dof_kwargs(m, j, _FREE))
             continue
         prev, p_prev = parent, None
         for k, j in enumerate(range(j0, j0 + nj)):
