@@ -1,4 +1,4 @@
-"""MBSlib's elastic-arm identification (seed 003 §IV-A, Table I), with jaxrbd and optimistix.
+"""MBSlib's elastic-arm identification (Wojtusch et al. 2016, §IV-A, Table I), with jaxrbd and optimistix.
 
 A 4-link arm (a BIOROB-X4-like geometry: a base yaw joint and three pitch joints) whose
 joints are ideal rotary drives in series with rotary springs k_i and dampers d_i

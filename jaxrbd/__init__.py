@@ -26,7 +26,7 @@ from ._coupling import couple as couple
 from ._rnea import bias_forces as bias_forces
 from ._rnea import gravity_forces as gravity_forces
 from ._rnea import inverse_dynamics as inverse_dynamics
-# -- kinematics, mass properties, frames (issue 3) --
+# -- kinematics, mass properties, frames --
 from ._kinematics import body_acceleration as body_acceleration
 from ._kinematics import body_accelerations as body_accelerations
 from ._kinematics import body_bias_acceleration as body_bias_acceleration
@@ -50,25 +50,25 @@ from ._energy import kinetic_energy as kinetic_energy
 from ._energy import potential_energy as potential_energy
 from ._energy import system_inertia as system_inertia
 from ._energy import total_mass as total_mass
-# -- inverse kinematics (issue 3) --
+# -- inverse kinematics --
 from ._ik import IKResult as IKResult
 from ._ik import IKTarget as IKTarget
 from ._ik import inverse_kinematics as inverse_kinematics
-# -- Denavit-Hartenberg models (issue 3) --
+# -- Denavit-Hartenberg models --
 from ._dh import DHLink as DHLink
 from ._dh import dh_model as dh_model
 from ._dh import dh_transform as dh_transform
-# -- inertial parameters and regressor (issue 5) --
+# -- inertial parameters and regressor --
 from ._parameters import from_log_cholesky as from_log_cholesky
 from ._parameters import inertial_parameters as inertial_parameters
 from ._parameters import inverse_dynamics_regressor as inverse_dynamics_regressor
 from ._parameters import is_physically_consistent as is_physically_consistent
 from ._parameters import to_log_cholesky as to_log_cholesky
 from ._parameters import with_inertial_parameters as with_inertial_parameters
-# -- integrators and rollouts (issue 5) --
+# -- integrators and rollouts --
 from ._integrators import rollout as rollout
 from ._integrators import step as step
-# -- force elements (issue 5) --
+# -- force elements --
 from ._forces import AbstractForceElement as AbstractForceElement
 from ._forces import JointDamper as JointDamper
 from ._forces import JointFriction as JointFriction
@@ -80,9 +80,9 @@ from ._forces import SpringDamperDrive as SpringDamperDrive
 from ._forces import UserForce as UserForce
 from ._forces import elastic_potential_energy as elastic_potential_energy
 from ._forces import generalized_forces as generalized_forces
-# -- hybrid dynamics (issue 4) --
+# -- hybrid dynamics --
 from ._hybrid import hybrid_dynamics as hybrid_dynamics
-# -- contacts and constraints (issue 4) --
+# -- contacts and constraints --
 from ._constraints import ConstraintSet as ConstraintSet
 from ._constraints import constraint_bias as constraint_bias
 from ._constraints import constraint_jacobian as constraint_jacobian
@@ -92,7 +92,7 @@ from ._contacts import assemble_q as assemble_q
 from ._contacts import assemble_qd as assemble_qd
 from ._contacts import contact_impulses as contact_impulses
 from ._contacts import forward_dynamics_contacts as forward_dynamics_contacts
-# -- derivatives / sensitivities (issue 5) --
+# -- derivatives / sensitivities --
 from ._derivatives import forward_dynamics_derivatives as forward_dynamics_derivatives
 from ._derivatives import forward_dynamics_parameter_derivatives as forward_dynamics_parameter_derivatives
 from ._derivatives import inverse_dynamics_derivatives as inverse_dynamics_derivatives

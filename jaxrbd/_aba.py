@@ -1,4 +1,4 @@
-"""Forward dynamics by the articulated-body algorithm (seed 000 Alg. 2, RBDA Table 7.1).
+"""Forward dynamics by the articulated-body algorithm (Felis 2017, Alg. 2, RBDA Table 7.1).
 
 Every node has one DoF, so ``U`` is a 6-vector and ``D`` a scalar in every step.
 """

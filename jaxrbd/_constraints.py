@@ -1,7 +1,7 @@
 """Constraint sets and their kinematics: Jacobians ``G``, biases ``gamma``, residuals.
 
 Every constraint relates a frame ``A`` on one body to a frame ``B`` on another body or
-on the world (seed 000 §7.2, RBDL's constraint sets; seed 002 §3.4 for loops). Its rows
+on the world (Felis 2017, §7.2, RBDL's constraint sets; Featherstone & Orin 2008, §3.4 for loops). Its rows
 are components of the relative velocity of the two frames,
 
     row_j = t_jᵀ (V_A - V_B),   V_X = [ω_X; v_X(o_X)]  (world axes),
@@ -315,7 +315,7 @@ class ConstraintSet(eqx.Module):
     @classmethod
     def loops(cls, items, axes="pose", frame="a", baumgarte=None) -> ConstraintSet:
         """Loop closures between a frame on body A and a frame on body B (RBDL's
-        ``AddLoopConstraint``; seed 002 §3.4).
+        ``AddLoopConstraint``; Featherstone & Orin 2008, §3.4).
 
         Args:
             items: ``[(body_a, frame_a, body_b, frame_b), ...]``; each frame a point
@@ -709,7 +709,7 @@ def _bias(model, q, qd, cs, bodies, with_residual_terms=True):
 def constraint_jacobian(model, q, constraints):
     """Constraint Jacobian ``G(q)``: the rows' relative velocities are ``G q̇``.
 
-    One kinematic pass for all frames (seed 000 §6.3). For contact and point rows this
+    One kinematic pass for all frames (Felis 2017, §6.3). For contact and point rows this
     is the stacked point Jacobian projected on the row axes.
 
     Args:
@@ -736,7 +736,7 @@ def constraint_jacobian(model, q, constraints):
 
 
 def constraint_bias(model, q, qd, constraints):
-    """Right-hand side ``gamma`` of ``G q̈ = gamma`` (seed 000 eq. 7).
+    """Right-hand side ``gamma`` of ``G q̈ = gamma`` (Felis 2017, eq. 7).
 
     ``gamma = -Ġ q̇`` (the constraints' classical relative acceleration at ``q̈ = 0``,
     negated), plus, for stabilised constraints, the Baumgarte terms

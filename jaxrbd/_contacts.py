@@ -1,16 +1,16 @@
-"""Constrained dynamics: contact KKT solves, impulses and assembly (seed 000 §2.2-2.3).
+"""Constrained dynamics: contact KKT solves, impulses and assembly (Felis 2017, §2.2-2.3).
 
 Every solve here is one of the KKT system
 
-    [[H, Gᵀ], [G, 0]] [x; -λ] = [b; c]                        (seed 000 eq. 7, 10)
+    [[H, Gᵀ], [G, 0]] [x; -λ] = [b; c]                        (Felis 2017, eq. 7, 10)
 
 by one of three methods, all giving the same ``(x, λ)``:
 
 * ``"kkt"``: the full symmetric system, through its eigendecomposition;
 * ``"range_space"``: a Cholesky factor of ``H`` and the Schur complement
-  ``G H⁻¹ Gᵀ λ = c - G H⁻¹ b`` (seed 002 eq. 21);
+  ``G H⁻¹ Gᵀ λ = c - G H⁻¹ b`` (Featherstone & Orin 2008, eq. 21);
 * ``"null_space"``: an orthonormal basis ``Z`` of ``null(G)`` from the SVD of ``G``,
-  ``x = G⁺ c + Z y`` with ``Zᵀ H Z y = Zᵀ (b - H G⁺ c)`` (seed 002 eq. 22).
+  ``x = G⁺ c + Z y`` with ``Zᵀ H Z y = Zᵀ (b - H G⁺ c)`` (Featherstone & Orin 2008, eq. 22).
 
 Redundant constraints (``G`` without full row rank): every method drops the directions
 whose eigen/singular value is below ``rcond`` times the largest (a pseudo-inverse), so
@@ -158,7 +158,7 @@ def _check_rcond(rcond):
 def forward_dynamics_contacts(
     model, q, qd, tau, constraints, method="kkt", f_ext=None, *, check_rank=False, rcond=None
 ):
-    """Accelerations and constraint forces of a constrained system (seed 000 eq. 7).
+    """Accelerations and constraint forces of a constrained system (Felis 2017, eq. 7).
 
     Solves ``H q̈ + C = tau + Gᵀ λ`` with ``G q̈ = gamma`` (`constraint_bias`,
     Baumgarte terms included) for ``(q̈, λ)``: ``O(nv³ + m³)`` after one CRBA, one RNEA
@@ -223,7 +223,7 @@ def contact_impulses(
     check_rank=False,
     rcond=None,
 ):
-    """Velocity after an impact that closes the constraints (seed 000 eq. 10-12).
+    """Velocity after an impact that closes the constraints (Felis 2017, eq. 10-12).
 
     Solves ``H (q̇⁺ - q̇⁻) = Gᵀ Λ`` with ``G q̇⁺ = -e G q̇⁻``: a perfectly inelastic
     impact for ``e = 0`` (the constraint velocities vanish), an elastic one for

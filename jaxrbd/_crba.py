@@ -1,4 +1,4 @@
-"""Joint-space inertia by the composite-rigid-body algorithm (seed 000 Alg. 3, RBDA Table 6.2)."""
+"""Joint-space inertia by the composite-rigid-body algorithm (Felis 2017, Alg. 3, RBDA Table 6.2)."""
 
 from __future__ import annotations
 

@@ -234,7 +234,7 @@ def run(
 
     builders = {
         "triple_pendulum": (
-            "RBDL's triple pendulum (seed 000, Algorithm 4; euler_zyx joints)",
+            "RBDL's triple pendulum (Felis 2017, Algorithm 4; euler_zyx joints)",
             jaxrbd.models.triple_pendulum,
         ),
         "humanoid": (

@@ -1,4 +1,4 @@
-"""Denavit-Hartenberg model input: `DHLink` and `dh_model` (MBSlib's DH models, seed 003).
+"""Denavit-Hartenberg model input: `DHLink` and `dh_model` (MBSlib's DH models, Wojtusch et al. 2016).
 
 A serial chain is described by one row ``[a, alpha, d, theta]`` per link, in either
 Denavit-Hartenberg convention, and is turned into an ordinary `Model` through

@@ -1,4 +1,4 @@
-"""Mass properties, momentum and energy of the moving bodies (seed 000 §6.5).
+"""Mass properties, momentum and energy of the moving bodies (Felis 2017, §6.5).
 
 Mass rigidly attached to the world (fixed joints to the root of a fixed-base model)
 never moves: like Pinocchio and RBDL, it is left out of every quantity here.

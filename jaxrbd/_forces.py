@@ -1,6 +1,6 @@
 """Force elements: springs, dampers, drives, friction, polyline spring-dampers, user forces.
 
-MBSlib's *generators* (seed 003 §II): elements that produce generalized forces from the
+MBSlib's *generators* (Wojtusch et al. 2016, §II): elements that produce generalized forces from the
 state and time, to be added to the joint forces ``tau``. Every element is an immutable
 equinox Module and a callable
 

@@ -1,4 +1,4 @@
-"""Hybrid dynamics by the hybrid articulated-body algorithm (RBDA §9.2, seed 003 §II).
+"""Hybrid dynamics by the hybrid articulated-body algorithm (RBDA §9.2, Wojtusch et al. 2016, §II).
 
 Some joints have prescribed accelerations, the others prescribed forces; the algorithm
 returns the unknown half of each pair in O(nbodies). It is the ABA of `_aba` with a

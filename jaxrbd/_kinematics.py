@@ -4,7 +4,7 @@ Every function runs one recursion over the tree (a `lax.scan`, see `_passes`) fo
 bodies at once, then picks the bodies asked for. Functions that take ``body`` accept a
 single body (an id or a name, fixed-merged bodies and frames included) or a sequence of
 them, in which case ``point`` is ``(K, 3)`` and the result gets a leading ``K`` axis: the
-Jacobians of several points share one pass (seed 000 §7.4).
+Jacobians of several points share one pass (Felis 2017, §7.4).
 
 Frames: ``"world"`` quantities are ``[angular; linear]`` in world-aligned coordinates at
 a point (the linear part is the velocity or classical acceleration of that point);

@@ -1,4 +1,4 @@
-"""Inverse dynamics by the recursive Newton-Euler algorithm (seed 000 Alg. 1, RBDA Table 5.1)."""
+"""Inverse dynamics by the recursive Newton-Euler algorithm (Felis 2017, Alg. 1, RBDA Table 5.1)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ __all__ = ["triple_pendulum", "humanoid", "chain", "human28"]
 
 
 def triple_pendulum(joint: str = "euler_zyx", dtype=None):
-    """RBDL's triple pendulum (seed 000, Algorithm 4).
+    """RBDL's triple pendulum (Felis 2017, Algorithm 4).
 
     Three bodies of mass 0.1 kg with the centre of mass at ``(0, 0, -1)`` and inertia
     ``0.1 * 1``, joined by three-DoF rotational joints 1 m apart, gravity ``-9.81 z``.

@@ -648,7 +648,7 @@ def test_fixed_joint_merging(jitted):
 
 def _revolute_triple_pendulum():
     """RBDL's triple pendulum written with 1-DoF revolute joints z, y, x and massless
-    bodies between them (the model of seed 000 Algorithm 4)."""
+    bodies between them (the model of Felis 2017, Algorithm 4)."""
     b = ModelBuilder(gravity=(0.0, 0.0, -9.81))
     body = Body(0.1, (0.0, 0.0, -1.0), np.eye(3) * 0.1)
     parent = "world"

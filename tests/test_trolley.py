@@ -1,4 +1,4 @@
-"""MBSlib's pendulum on a trolley (seed 003 §III-A) against its closed form.
+"""MBSlib's pendulum on a trolley (Wojtusch et al. 2016, §III-A) against its closed form.
 
 A massless trolley on a prismatic joint ``q1`` along world x carries a uniform rod
 (length ``l``, mass ``m``, inertia ``m l^2 / 12`` about its centre) on a revolute joint
@@ -81,7 +81,7 @@ def closed_form(q, qd, k=STIFFNESS, d=DAMPING):
 
 
 def paper_form(q, qd, k=STIFFNESS, d=DAMPING):
-    """The motion equations and sensitivities as printed in seed 003 §III-A."""
+    """The motion equations and sensitivities as printed in Wojtusch et al. 2016, §III-A."""
     q2, qd2 = q[..., 1], qd[..., 1]
     s, c = np.sin(q2), np.cos(q2)
     m, l, g = MASS, LENGTH, GRAVITY
