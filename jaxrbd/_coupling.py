@@ -241,12 +241,31 @@ def minv_times(cm, q, tau):
     return _linalg.cho_solve(L, tau)
 
 
-def hybrid_dynamics(cm, *args, **kwargs):
-    raise ValueError(
-        "hybrid_dynamics does not take a CoupledModel yet: prescribe the joints' "
-        "accelerations through forward_dynamics on the independent coordinates, or load "
-        "the model with mimic='independent'"
-    )
+def hybrid_dynamics(cm, q, qd, tau, qdd, prescribed, f_ext=None):
+    """`hybrid_dynamics` on the independent coordinates, by the dense route: with ``K``
+    the prescribed and ``U`` the free DoFs, ``H_UU qdd_U = tau_U - C_U - H_UK qdd_K`` and
+    ``tau_K = (H qdd + C)_K``."""
+    from . import _linalg
+    from ._hybrid import prescribed_mask
+
+    q, qd, tau, qdd = _check(cm, q=q, qd=qd, tau=tau, qdd=qdd)
+    names = (prescribed,) if isinstance(prescribed, str) else prescribed
+    if not isinstance(names, jax.Array):
+        for n in names if isinstance(names, (tuple, list)) else ():
+            if isinstance(n, str) and n in cm.coupled_joints:
+                raise ValueError(
+                    f"prescribed: joint {n!r} is coupled (it follows "
+                    f"{cm.driver_joints[cm.coupled_joints.index(n)]!r}); prescribe its driver"
+                )
+    mask = np.asarray(prescribed_mask(cm, prescribed))
+    K, U = np.flatnonzero(mask), np.flatnonzero(~mask)
+    H = mass_matrix(cm, q)
+    C = bias_forces(cm, q, qd, f_ext)
+    rhs = tau[U] - C[U] - H[np.ix_(U, K)] @ qdd[K]
+    x = _linalg.cho_solve(_linalg.cholesky(H[np.ix_(U, U)]), rhs) if U.size else rhs
+    qdd_out = qdd.at[U].set(x)
+    tau_out = tau.at[K].set((H @ qdd_out + C)[K])
+    return qdd_out, tau_out
 
 
 # ---------------------------------------------------------------- derivatives (AD)
@@ -289,6 +308,13 @@ def inverse_dynamics_derivatives(cm, q, qd, qdd, f_ext=None):
     dq = _tangent_jacobian(cm, lambda qf: tau(qf, qd), q)
     dv = jax.jacfwd(lambda v: tau(expand_q(cm, q), v))(qd)
     return dq, dv, mass_matrix(cm, q)
+
+
+def forward_dynamics_parameter_derivatives(cm, q, qd, tau, f_ext=None):
+    """``d qdd / d inertia = -H⁻¹ Y(q, qd, qdd)`` at the forward dynamics' ``qdd``."""
+    q, qd, tau = _check(cm, q=q, qd=qd, tau=tau)
+    qdd = forward_dynamics(cm, q, qd, tau, f_ext)
+    return -minv_times(cm, q, inverse_dynamics_regressor(cm, q, qd, qdd))
 
 
 def inverse_dynamics_regressor(cm, q, qd, qdd, *, armature=False):

@@ -787,7 +787,7 @@ def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
         (9, 40)
     """
     if is_coupled(model):
-        raise _coupling.unsupported('forward_dynamics_parameter_derivatives')
+        return _coupling.forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext)
     with jax.named_scope("jaxrbd.forward_dynamics_parameter_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         return _call(model, _fdp, _fdp_f, f_ext, q, qd, tau)[0]

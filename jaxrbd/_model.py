@@ -201,9 +201,11 @@ class Model(eqx.Module):
         return self.body_id(joint)
 
     def with_traversal(self, traversal: str) -> Model:
-        """The same model recursing ``"level"`` by level, ``"body"`` by body, or ``"auto"``
-        (default: level by level for a single state; for a batch, body by body, except
-        two nodes of a level per step in the articulated-body passes)."""
+        """The same model recursing ``"level"`` by level, ``"body"`` by body,
+        ``"level<k>"`` (levels cut into steps of at most ``k`` nodes), or ``"auto"``
+        (default: the traversal `jaxrbd._backend.traversal` picks for the device the
+        computation runs on: level by level for a single state and off the CPU, body by
+        body for a batch on a CPU)."""
         import dataclasses
 
         return dataclasses.replace(self, traversal=traversal)
@@ -331,6 +333,7 @@ class CoupledModel(eqx.Module):
     body_names = property(lambda self: self.base.body_names)
     body_parent = property(lambda self: self.base.body_parent)
     body_fixed = property(lambda self: self.base.body_fixed)
+    joint_name = property(lambda self: self.base.joint_name)  # per body, coupled included
     nbodies = property(lambda self: self.base.nbodies)
     gravity = property(lambda self: self.base.gravity)
     inertia = property(lambda self: self.base.inertia)

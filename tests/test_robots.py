@@ -316,6 +316,29 @@ def test_mimic_jit_vmap_grad_derivatives_and_contacts(gripper):
     assert qs.shape[-1] == cm.nq and bool(jnp.all(jnp.isfinite(qs)))
 
 
+def test_mimic_hybrid_dynamics_and_parameter_derivatives(gripper):
+    cm, _ = gripper
+    q, qd, qdd, tau = random_state(cm, jax.random.key(14))
+    hd = jax.jit(jaxrbd.hybrid_dynamics, static_argnames="prescribed")
+    qdd_h, tau_h = hd(cm, q, qd, tau, qdd, prescribed=("elbow",))
+    k = cm.v_index("elbow").start
+    free = np.array([i for i in range(cm.nv) if i != k])
+    assert_allclose(qdd_h[k], qdd[k], rtol=1e-15, name="prescribed qdd")
+    assert_allclose(tau_h[free], tau[free], rtol=1e-15, name="given tau")
+    assert_allclose(jaxrbd.inverse_dynamics(cm, q, qd, qdd_h), tau_h, atol=1e-11, name="hybrid")
+    with pytest.raises(ValueError, match="'finger_right_joint' is coupled.*prescribe its driver"):
+        jaxrbd.hybrid_dynamics(cm, q, qd, tau, qdd, prescribed=("finger_right_joint",))
+    # d qdd / d inertia against automatic differentiation of the coupled forward dynamics
+    J = jaxrbd.forward_dynamics_parameter_derivatives(cm, q, qd, tau)
+
+    def fd_of(inertia):
+        return jaxrbd.forward_dynamics(
+            eqx.tree_at(lambda c: c.base.inertia, cm, inertia), q, qd, tau)
+
+    J_ad = jax.jacfwd(fd_of)(cm.base.inertia).reshape(cm.nv, -1)
+    assert_allclose(J, J_ad, rtol=1e-10, atol=1e-12, name="d qdd / d inertia")
+
+
 def test_couple_builder_chains_and_errors():
     chain = jaxrbd.models.chain(4)
     cm = jaxrbd.couple(chain, {"link3": ("link2", 2.0, 0.1), "link2": ("link0", -1.0, 0.2)})
