@@ -349,7 +349,8 @@ def minv_times_batched(model, q, tau):
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)
     k = root_chain(model, s, B)
-    (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, node_armature(model, B), root=k)
+    # the articulated inertias depend on q only: armature at the q batch, not the K columns
+    (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, node_armature(model, q.shape[-1]), root=k)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
     u, u_root = _bias_pass(s, E, r, S, U, Dinv, tau_n, root)
     a_world = jnp.zeros((6, 1), tau.dtype)
