@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._body import Body, Transform, check_inertia_option
-from ._model import Model
+from ._model import CoupledModel, Model
 from .joints import JointSpec
 
 __all__ = ["ModelBuilder", "inertia_vector"]
@@ -37,8 +37,30 @@ class _Entry:
     limits: dict  # lower, upper, spring_reference (nq,); per-DoF arrays (nv,)
 
 
+@dataclasses.dataclass
+class _Rotor:
+    name: str  # rotor body and rotor joint name
+    joint: str  # the driven joint
+    carrier: int  # body id
+    axis: np.ndarray  # (3,) unit spin axis, carrier coordinates
+    position: np.ndarray  # (3,) rotor frame origin, carrier coordinates
+    mass: float
+    com: np.ndarray  # (3,) rotor frame
+    inertia: np.ndarray  # (3, 3) about the centre of mass, rotor frame
+    gear_ratio: float
+
+    @property
+    def axial_moment(self) -> float:
+        """Moment of inertia about the spin axis (through ``position``) [kg m^2]."""
+        a, d = self.axis, self.com
+        return float(a @ self.inertia @ a + self.mass * (d @ d - (a @ d) ** 2))
+
+
 class ModelBuilder:
     """Collects bodies and joints on the host, then `build`s an immutable `Model`.
+
+    Geared motor rotors (`add_rotor`) make `build` return a `CoupledModel` with the
+    rotors exact, or a `Model` with their diagonal armature (``build(rotors=...)``).
 
     Example:
         >>> import numpy as np
@@ -72,6 +94,7 @@ class ModelBuilder:
         self._inconsistent: list[tuple[str, str]] = []  # (body, why)
         self._entries: list[_Entry] = []
         self._ids: dict[str, int] = {"world": 0}
+        self._rotors: list[_Rotor] = []
         self.world_inertia = np.zeros(10)
 
     def _parent_id(self, parent: int | str, name: str) -> int:
@@ -140,12 +163,14 @@ class ModelBuilder:
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"body name must be a non-empty string, got {name!r}")
-        if name in self._ids:
+        if name in self._ids or any(r.name == name for r in self._rotors):
             raise ValueError(f"body {name!r}: duplicate body name")
         if not isinstance(joint, JointSpec):
             raise TypeError(f"body {name!r}: joint must come from jaxrbd.joints, got {joint!r}")
         jname = name if joint_name is None else str(joint_name)
-        if any(e.joint_name == jname for e in self._entries):
+        if any(e.joint_name == jname for e in self._entries) or any(
+            r.name == jname for r in self._rotors
+        ):
             raise ValueError(f"body {name!r}: duplicate joint name {jname!r}")
         pid = self._parent_id(parent, name)
         mass, com, Ic = (body or Body()).arrays(name, self.inertia_check)
@@ -185,8 +210,225 @@ class ModelBuilder:
         """
         return self.add_body(name, parent, _fixed(), None, placement)
 
-    def build(self, dtype=None) -> Model:
-        """Freeze into a `Model` whose leaves have ``dtype`` (JAX's default float)."""
+    def add_rotor(
+        self,
+        joint: str,
+        inertia,
+        gear_ratio: float,
+        *,
+        carrier: int | str | None = None,
+        axis: Sequence[float] | None = None,
+        position: Sequence[float] | None = None,
+        mass: float = 0.0,
+        com: Sequence[float] = (0.0, 0.0, 0.0),
+        transverse_inertia: float | None = None,
+        name: str | None = None,
+    ) -> str:
+        """Add a geared rotor (a motor's rotor) driving the 1-DoF ``joint``; returns its name.
+
+        The rotor is a rigid body on a *carrier* body, spinning about an ``axis`` fixed in
+        the carrier at the angle ``theta = gear_ratio * q_joint``: a revolute joint from
+        the carrier, coupled to ``joint`` like a mimic joint. `build` then returns a
+        `CoupledModel` in which every algorithm treats the rotor exactly, the gyroscopic
+        coupling of its spin with the carrier's motion included, while ``q`` and ``v``
+        keep only the model's own joints; ``build(rotors="armature")`` gives the
+        diagonal-armature approximation of the same rotors and ``rotors="none"`` leaves
+        them out (see `build` and the "Geared rotors" page of the docs).
+
+        Frames: the rotor frame has its origin at ``position`` in the carrier frame and,
+        at ``theta = 0``, the carrier's orientation; it turns by ``theta`` about ``axis``
+        (right-hand rule, carrier coordinates). ``com`` and a `(3, 3)` ``inertia`` are in
+        this rotor frame, as `Body`'s.
+
+        Args:
+            joint: name of the driven joint (added before), 1-DoF: revolute, prismatic,
+                helical or a one-column custom joint.
+            inertia: the rotor's inertia [kg m^2]: a number ``J >= 0``, its moment about
+                the spin axis (an axisymmetric rotor, e.g. a datasheet's rotor inertia),
+                or a `(3, 3)` rotational inertia about its centre of mass in the rotor
+                frame.
+            gear_ratio: ``n`` in ``theta = n q`` (signed, finite): motor turns per joint
+                turn [rad/rad], or per metre of a prismatic joint [rad/m].
+            carrier: the body the rotor's housing is fixed to, a name or id (``"world"``
+                for a motor on the fixed base). Default: the joint's parent body, as a
+                motor mounted on the link before its joint.
+            axis: `(3,)` spin axis in carrier coordinates (normalised). Default, with the
+                default carrier: the joint's axis (of a revolute or helical joint).
+            position: `(3,)` rotor frame origin in carrier coordinates [m]. Default, with
+                the default carrier: the joint's origin; else the carrier's origin.
+            mass: rotor mass [kg] (default 0: the motor's mass is usually part of the
+                carrier's data).
+            com: `(3,)` centre of mass in the rotor frame [m] (default: on the axis, at
+                the rotor frame origin).
+            transverse_inertia: with a number ``inertia``: the moment about axes across
+                the spin axis through the centre of mass (default ``inertia / 2``, a thin
+                disc, the least a real rotor can have).
+            name: the rotor's body and joint name (default ``"<joint>_rotor"``).
+
+        Returns:
+            The rotor's name: its body in ``model.body_names`` and its coupled joint in
+            ``model.coupled_joints`` of the built model.
+
+        Raises:
+            ValueError: an unknown joint or carrier, a joint that is not 1-DoF, a zero or
+                non-finite axis, a negative inertia or mass, a non-finite gear ratio, a
+                duplicate name, an axis that cannot be defaulted.
+
+        Example:
+            A SCARA arm whose elbow motor sits on the upper arm, both axes vertical:
+
+            >>> from jaxrbd import ModelBuilder, Body, Transform, joints
+            >>> b = ModelBuilder()
+            >>> link = Body(1.0, (0.5, 0.0, 0.0), np.eye(3) * 0.01)
+            >>> _ = b.add_body("upper_arm", "world", joints.revolute((0, 0, 1)), link,
+            ...                joint_name="shoulder")
+            >>> _ = b.add_body("forearm", "upper_arm", joints.revolute((0, 0, 1)), link,
+            ...                Transform(translation=(1.0, 0.0, 0.0)), joint_name="elbow")
+            >>> b.add_rotor("elbow", inertia=1e-4, gear_ratio=100.0)
+            'elbow_rotor'
+            >>> exact, approx = b.build(), b.build(rotors="armature")
+            >>> exact.nv, exact.coupled_joints, np.round(approx.armature, 9).tolist()
+            (2, ('elbow_rotor',), [0.0, 1.0])
+            >>> q = jnp.zeros(2)
+            >>> dH = jaxrbd.mass_matrix(exact, q) - jaxrbd.mass_matrix(approx, q)
+            >>> np.round(dH, 9).tolist()  # n J off the diagonal; J carried by the upper arm
+            [[0.0001, 0.01], [0.01, 0.0]]
+        """
+        if not self._entries or joint not in [e.joint_name for e in self._entries]:
+            known = ", ".join(e.joint_name for e in self._entries if e.joint.kind != "fixed")
+            raise ValueError(f"add_rotor: unknown joint {joint!r}; joints: {known or 'none'}")
+        entry = next(e for e in self._entries if e.joint_name == joint)
+        if entry.joint.nq != 1 or entry.joint.nv != 1:
+            raise ValueError(
+                f"add_rotor: joint {joint!r} is {entry.joint.name} with nv = {entry.joint.nv}; "
+                "a geared rotor drives a 1-DoF joint (revolute, prismatic, helical)"
+            )
+        rname = f"{joint}_rotor" if name is None else name
+        if not isinstance(rname, str) or not rname:
+            raise ValueError(f"add_rotor: name must be a non-empty string, got {rname!r}")
+        if (
+            rname in self._ids
+            or any(e.joint_name == rname for e in self._entries)
+            or any(r.name == rname for r in self._rotors)
+        ):
+            raise ValueError(f"add_rotor: duplicate body or joint name {rname!r}")
+        try:
+            n = float(gear_ratio)
+        except (TypeError, ValueError):
+            raise ValueError(f"add_rotor {rname!r}: gear_ratio must be a number, got "
+                             f"{gear_ratio!r}") from None
+        if not np.isfinite(n):
+            raise ValueError(f"add_rotor {rname!r}: gear_ratio {n} is not finite")
+        default_carrier = carrier is None
+        cid = entry.parent if default_carrier else self._parent_id(carrier, rname)
+        # the joint frame in the parent frame: rotation E^T, origin r
+        w = entry.joint.columns[0, :3]
+        if axis is None:
+            if not default_carrier:
+                raise ValueError(
+                    f"add_rotor {rname!r}: give the spin axis (carrier coordinates) for a "
+                    "carrier other than the joint's parent"
+                )
+            if np.linalg.norm(w) < 1e-12:
+                raise ValueError(
+                    f"add_rotor {rname!r}: joint {joint!r} has no rotation axis; give the "
+                    "rotor's spin axis"
+                )
+            axis = entry.E.T @ w
+        a = _rotor_vector(rname, "axis", axis)
+        na = np.linalg.norm(a)
+        if na < 1e-12:
+            raise ValueError(f"add_rotor {rname!r}: axis {a.tolist()} is zero; a rotor "
+                             "spins about a direction")
+        a = a / na
+        if position is None:
+            position = entry.r if default_carrier else np.zeros(3)
+        p = _rotor_vector(rname, "position", position)
+        c = _rotor_vector(rname, "com", com)
+        try:
+            J = np.asarray(inertia, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"add_rotor {rname!r}: inertia must be a number or (3, 3), "
+                             f"got {inertia!r}") from None
+        if J.ndim == 0:
+            Jt = 0.5 * float(J) if transverse_inertia is None else transverse_inertia
+            try:
+                Jt = float(Jt)
+            except (TypeError, ValueError):
+                raise ValueError(f"add_rotor {rname!r}: transverse_inertia must be a "
+                                 f"number, got {transverse_inertia!r}") from None
+            if not (np.isfinite(J) and np.isfinite(Jt)) or J < 0 or Jt < 0:
+                raise ValueError(
+                    f"add_rotor {rname!r}: inertia ({float(J)}) and transverse_inertia "
+                    f"({Jt}) must be finite and >= 0"
+                )
+            J = Jt * (np.eye(3) - np.outer(a, a)) + float(J) * np.outer(a, a)
+        elif transverse_inertia is not None:
+            raise ValueError(f"add_rotor {rname!r}: transverse_inertia goes with a number "
+                             "inertia, not a (3, 3) one")
+        elif J.shape == (3, 3) and np.all(np.isfinite(J)) and np.diag(J).min() < 0:
+            raise ValueError(f"add_rotor {rname!r}: inertia has negative moments "
+                             f"{np.diag(J).tolist()}")
+        m, c, J = Body(mass, c, J).arrays(rname, self.inertia_check)
+        why = _inconsistency(m, J)
+        if why is not None and self.inertia_check == "warn":
+            self._inconsistent.append((rname, why))
+        self._rotors.append(_Rotor(rname, joint, cid, a, p, m, c, J, n))
+        return rname
+
+    def build(self, dtype=None, *, rotors: str = "exact") -> Model | CoupledModel:
+        """Freeze into a `Model` whose leaves have ``dtype`` (JAX's default float).
+
+        Args:
+            dtype: the float dtype of the leaves (JAX's default float).
+            rotors: what the rotors of `add_rotor` become (nothing changes without any):
+                ``"exact"`` (default): rotor bodies on their carriers, coupled to their
+                joints (``theta = n q``), so the result is a `CoupledModel`: its rotor
+                bodies come after the others, and ``q``/``v`` are those of the model
+                without rotors. ``"armature"``: the diagonal approximation, a plain
+                `Model` whose ``armature`` of each driven joint grows by ``n^2 J_a``
+                (``J_a`` the rotor's moment about its spin axis). ``"none"``: the
+                rotors left out.
+
+        Returns:
+            A `Model`, or a `CoupledModel` with exact rotors.
+
+        Raises:
+            ValueError: an unknown ``rotors`` option.
+        """
+        if rotors not in ("exact", "armature", "none"):
+            raise ValueError(f"rotors={rotors!r}, expected 'exact', 'armature' or 'none'")
+        if self._rotors and rotors != "none":
+            return self._build_with_rotors(dtype, rotors)
+        return self._build(self._entries, dtype, stacklevel=3)
+
+    def _build_with_rotors(self, dtype, mode):
+        """``build`` with the rotors: as coupled bodies, or as armature."""
+        from ._coupling import couple
+
+        if mode == "armature":
+            extra = {}
+            for r in self._rotors:
+                extra[r.joint] = extra.get(r.joint, 0.0) + r.gear_ratio**2 * r.axial_moment
+            entries = [
+                e if e.joint_name not in extra else dataclasses.replace(
+                    e, limits={**e.limits, "armature": e.limits["armature"] + extra[e.joint_name]}
+                )
+                for e in self._entries
+            ]
+            return self._build(entries, dtype, stacklevel=4)
+        rotor_entries = []
+        for r in self._rotors:
+            joint = JointSpec("screw", "revolute", np.concatenate([r.axis, np.zeros(3)])[None])
+            limits = _joint_limits(r.name, joint, None, None, None, None, None, None)
+            rotor_entries.append(_Entry(
+                r.name, r.carrier, joint, inertia_vector(r.mass, r.com, r.inertia), np.eye(3),
+                r.position.copy(), r.name, limits,
+            ))
+        base = self._build(self._entries + rotor_entries, dtype, stacklevel=4)
+        return couple(base, {r.name: (r.joint, r.gear_ratio, 0.0) for r in self._rotors})
+
+    def _build(self, entries: list, dtype, stacklevel: int) -> Model:
         dtype = dtype or jnp.zeros(()).dtype  # float64 under jax_enable_x64, else float32
         if self._inconsistent:
             lines = "\n".join(f"  {name!r}: {why}" for name, why in self._inconsistent)
@@ -195,12 +437,12 @@ class ModelBuilder:
                 f"(kept as given; inertia_check='error' refuses them, 'ignore' silences "
                 f"this):\n{lines}",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=stacklevel,
             )
-        nb = len(self._entries) + 1
-        names = ["world"] + [e.name for e in self._entries]
-        body_parent = [-1] + [e.parent for e in self._entries]
-        fixed = [True] + [e.joint.kind == "fixed" for e in self._entries]
+        nb = len(entries) + 1
+        names = ["world"] + [e.name for e in entries]
+        body_parent = [-1] + [e.parent for e in entries]
+        fixed = [True] + [e.joint.kind == "fixed" for e in entries]
         inertia = np.zeros((nb, 10))
         inertia[0] = self.world_inertia
         E = np.tile(np.eye(3), (nb, 1, 1))
@@ -209,7 +451,7 @@ class ModelBuilder:
         node_parent, node_body, axes = [-1], [0], []
         q_start, v_start = [0] * nb, [0] * nb
         nq = 0
-        for b, e in enumerate(self._entries, start=1):
+        for b, e in enumerate(entries, start=1):
             inertia[b] = e.inertia
             E_b, r_b = e.E, e.r
             if fixed[e.parent] and e.parent != 0:
@@ -231,7 +473,7 @@ class ModelBuilder:
             body_node[b] = prev
             nq += e.joint.nq
         nv = len(node_parent) - 1
-        moving = [e for e in self._entries if e.joint.kind != "fixed"]
+        moving = [e for e in entries if e.joint.kind != "fixed"]
 
         def cat(key, n):
             parts = [e.limits[key] for e in moving]
@@ -256,9 +498,9 @@ class ModelBuilder:
             body_parent=tuple(body_parent),
             body_node=tuple(body_node),
             body_fixed=tuple(fixed),
-            joint_kind=("fixed",) + tuple(e.joint.kind for e in self._entries),
-            joint_label=("fixed",) + tuple(e.joint.name for e in self._entries),
-            joint_name=("world",) + tuple(e.joint_name for e in self._entries),
+            joint_kind=("fixed",) + tuple(e.joint.kind for e in entries),
+            joint_label=("fixed",) + tuple(e.joint.name for e in entries),
+            joint_name=("world",) + tuple(e.joint_name for e in entries),
             q_start=tuple(q_start),
             v_start=tuple(v_start),
             node_parent=tuple(node_parent),
@@ -361,3 +603,14 @@ def _joint_limits(
             raise ValueError(f"body {name!r}: {key} must be finite, got {a}")
         out[key] = a
     return out
+
+
+def _rotor_vector(name, what, x):
+    """A finite 3-vector argument of `ModelBuilder.add_rotor`."""
+    try:
+        v = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"add_rotor {name!r}: {what} must be a 3-vector, got {x!r}") from None
+    if v.shape != (3,) or not np.all(np.isfinite(v)):
+        raise ValueError(f"add_rotor {name!r}: {what} must be a finite 3-vector, got {x!r}")
+    return v

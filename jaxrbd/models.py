@@ -8,7 +8,7 @@ from . import joints
 from ._body import Body, Transform
 from ._builder import ModelBuilder
 
-__all__ = ["triple_pendulum", "humanoid", "chain", "human28"]
+__all__ = ["triple_pendulum", "humanoid", "chain", "human28", "manutec_r3"]
 
 
 def triple_pendulum(joint: str = "euler_zyx", dtype=None):
@@ -361,3 +361,104 @@ def _human28_markers(height, dtype):
         })
     ms = MarkerSet.from_dict(entries)
     return MarkerSet(ms.names, ms.bodies, ms.offsets.astype(dtype))
+
+
+# ---------------------------------------------------------------------------- manutec_r3
+
+#: The Manutec r3 links as published (Otter and Tuerk 1988; Modelica Standard Library,
+#: ``Modelica.Mechanics.MultiBody.Examples.Systems.RobotR3.Utilities.MechanicalStructure``):
+#: ``name: (joint axis, joint origin in the previous link's frame [m], mass [kg], centre of
+#: mass [m], inertia about the centre of mass (I11, I22, I33, I21) [kg m^2])``. Frames are
+#: parallel at ``q = 0``, with ``y`` up; inertias the library leaves unset are its default
+#: 0.001 kg m^2 (products 0).
+MANUTEC_R3_LINKS = {
+    "link1": ((0, 1, 0), (0.0, 0.351, 0.0), 1.0, (0.0, 0.0, 0.0), (0.001, 1.16, 0.001, 0.0)),
+    "link2": ((1, 0, 0), (0.0, 0.324, 0.3), 56.5, (0.172, 0.205, 0.0), (2.58, 0.64, 2.73, -0.46)),
+    "link3": ((1, 0, 0), (0.0, 0.65, 0.0), 26.4, (0.064, -0.034, 0.0), (0.279, 0.245, 0.413, -0.070)),
+    "link4": ((0, 1, 0), (0.0, 0.414, -0.155), 28.7, (0.0, 0.0, 0.0), (1.67, 0.081, 1.67, 0.0)),
+    "link5": ((1, 0, 0), (0.0, 0.186, 0.0), 5.2, (0.0, 0.0, 0.0), (1.25, 0.81, 1.53, 0.0)),
+    "link6": ((0, 1, 0), (0.0, 0.125, 0.0), 0.5, (0.05, 0.05, 0.05), (0.001, 0.001, 0.001, 0.0)),
+}
+#: The Manutec r3 drives (same sources, ``RobotR3.FullRobot``'s axis parameters): motor
+#: rotor inertia ``J`` [kg m^2] and gear ratio ``i`` (motor angle / joint angle) per axis.
+MANUTEC_R3_MOTORS = {
+    "axis1": (1.3e-3, -105.0),
+    "axis2": (1.3e-3, 210.0),
+    "axis3": (1.3e-3, 60.0),
+    "axis4": (1.6e-4, -99.0),
+    "axis5": (1.8e-4, 79.2),
+    "axis6": (4.3e-5, -99.0),
+}
+
+
+def manutec_r3(
+    rotors: str = "exact",
+    *,
+    load_mass: float = 15.0,
+    load_com=(0.0, 0.25, 0.0),
+    dtype=None,
+):
+    """The six-axis Manutec r3 industrial robot with its geared motor rotors.
+
+    The DLR (then DFVLR) model of the Siemens Manutec r3: Otter, M. and Tuerk, S. (1988)
+    *The DFVLR models 1 and 2 of the Manutec r3 robot*, DFVLR-Mitt. 88-13, Oberpfaffenhofen
+    (parameters measured by Tuerk; see also Franke and Otter (1993), *The Manutec r3
+    benchmark models for the dynamic simulation of robots*, DLR TR R101-93). The numbers
+    are those of the Modelica Standard Library's
+    ``Modelica.Mechanics.MultiBody.Examples.Systems.RobotR3``, which implements that model:
+
+    * links (``Utilities.MechanicalStructure``): joint axes and origins, masses, centres of
+      mass, inertias (`MANUTEC_R3_LINKS`); the world has ``y`` up, gravity
+      ``(0, -9.81, 0)``; the base (1 kg) is fixed to the world at the origin;
+    * the load: ``load_mass`` at ``load_com`` in the last link's frame (the library's
+      ``mLoad = 15`` kg, ``rLoad = (0, 0.25, 0)``; its ``FullRobot`` uses ``(0.1, 0.25,
+      0.1)``) with the library's default inertia ``0.001 * 1``;
+    * drives (``FullRobot``'s axis parameters and the ``Motor`` default): motor inertias
+      ``J`` = 1.3e-3, 1.3e-3, 1.3e-3, 1.6e-4, 1.8e-4, 4.3e-5 kg m^2 and gear ratios
+      ``i`` = -105, 210, 60, -99, 79.2, -99 (`MANUTEC_R3_MOTORS`).
+
+    The library's 1-D drive trains (motor inertia behind an ideal gear) are the diagonal
+    armature ``J i^2``; the gear elasticity of axes 1-3, friction and the motor electrics
+    are left out (rigid gears). With ``rotors="exact"`` each motor is a rotor spinning at
+    ``i q`` on the link before its joint (motor 1 on the base), about the joint's axis
+    through the joint's origin, massless (the motors' masses are in the measured link
+    data) with its spin moment ``J`` and transverse moments ``J / 2``: this mounting is
+    our assumption, the library's 1-D model does not place the motors.
+
+    The link-1 inertia ``(0.001, 1.16, 0.001)`` violates the triangle inequality (only its
+    ``I22``, about axis 1, enters the dynamics); it is kept as published, silently.
+
+    Args:
+        rotors: ``"exact"`` (a `CoupledModel` with the six rotors, `ModelBuilder.add_rotor`),
+            ``"armature"`` (a `Model` with ``armature = J i^2``) or ``"none"``.
+        load_mass: the payload [kg].
+        load_com: `(3,)` the payload's centre of mass in the last link's frame [m].
+        dtype: the model's float dtype (JAX's default).
+
+    Returns:
+        The model: joints ``axis1`` ... ``axis6`` (``nq = nv = 6``), bodies ``base``,
+        ``link1`` ... ``link6``, ``load`` (and ``motor1`` ... ``motor6`` when exact).
+
+    Example:
+        >>> exact = jaxrbd.models.manutec_r3()
+        >>> exact.joint_names, exact.coupled_joints[0]
+        (('axis1', 'axis2', 'axis3', 'axis4', 'axis5', 'axis6'), 'motor1')
+        >>> np.round(jaxrbd.models.manutec_r3("armature").armature, 4).tolist()
+        [14.3325, 57.33, 4.68, 1.5682, 1.1291, 0.4214]
+    """
+    if rotors not in ("exact", "armature", "none"):
+        raise ValueError(f"manutec_r3: rotors={rotors!r}, expected 'exact', 'armature' or 'none'")
+    b = ModelBuilder(gravity=(0.0, -9.81, 0.0), inertia_check="ignore")
+    b.add_body("base", "world", joints.fixed(), Body(1.0))
+    parent = "base"
+    for k, (name, (axis, origin, m, com, (i11, i22, i33, i21))) in enumerate(
+        MANUTEC_R3_LINKS.items(), start=1
+    ):
+        inertia = np.array([[i11, i21, 0.0], [i21, i22, 0.0], [0.0, 0.0, i33]])
+        b.add_body(name, parent, joints.revolute(axis), Body(m, com, inertia),
+                   Transform(translation=origin), joint_name=f"axis{k}")
+        parent = name
+    b.add_body("load", "link6", joints.fixed(), Body(load_mass, load_com, np.eye(3) * 0.001))
+    for k, (joint, (J, i)) in enumerate(MANUTEC_R3_MOTORS.items(), start=1):
+        b.add_rotor(joint, inertia=J, gear_ratio=i, name=f"motor{k}")
+    return b.build(dtype, rotors=rotors)

@@ -10,11 +10,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(args, timeout=600):
+def _run(args, timeout=600, cwd=ROOT):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=timeout,
     )
     assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -38,12 +38,13 @@ TESTED_ELSEWHERE = {
     "script",
     sorted(p.name for p in (ROOT / "examples").glob("*.py") if p.name not in TESTED_ELSEWHERE),
 )
-def test_example_runs(script):
+def test_example_runs(script, tmp_path):
     """Every other script runs as is; the long ones (those with a ``--quick`` flag) in
-    quick mode, and those print a final ``summary:`` line."""
+    quick mode, and those print a final ``summary:`` line. They run in a scratch
+    directory, so figures they write by default stay out of the checkout."""
     path = ROOT / "examples" / script
     quick = "--quick" in path.read_text()
-    out = _run([f"examples/{script}"] + (["--quick"] if quick else []))
+    out = _run([str(path)] + (["--quick"] if quick else []), cwd=tmp_path)
     assert out.strip(), f"examples/{script} printed nothing"
     if quick:
         assert out.strip().splitlines()[-1].startswith("summary:"), out[-2000:]
