@@ -755,9 +755,9 @@ and compare both with the truth. This notebook presents
 """),
     code(SETUP.format(script="human_motion_estimation")),
     code("""
+import human_motion_estimation as hm
 import jax.numpy as jnp
 
-import human_motion_estimation as hm
 import jaxrbd
 from jaxrbd import estimation, mocap
 
