@@ -23,7 +23,7 @@ through the mass matrix (CRBA + bias forces + Cholesky solve), ``ABA`` forward d
   `jaxrbd.inverse_dynamics_derivatives` (RNEA row) against Pinocchio's
   ``computeABADerivatives`` / ``computeRNEADerivatives``; Pinocchio's
   ``computeJointJacobians`` stands beside the KIN Jacobian;
-* ``analytic params``: `jaxrbd.inverse_dynamics_parameter_derivatives` (all inertial
+* ``analytic params``: `jaxrbd.inverse_dynamics_regressor` (all inertial
   parameters) against Pinocchio's ``computeJointTorqueRegressor`` (the same matrix, as
   the dynamics are linear in them), `jaxrbd.forward_dynamics_parameter_derivatives`.
 
@@ -225,7 +225,7 @@ def jaxrbd_functions(model, mass_body, length_body):
         ("ABA", "analytic params"): lambda q, qd, qdd, tau: (
             jaxrbd.forward_dynamics_parameter_derivatives(model, q, qd, tau)),
         ("RNEA", "analytic params"): lambda q, qd, qdd, tau: (
-            jaxrbd.inverse_dynamics_parameter_derivatives(model, q, qd, qdd)),
+            jaxrbd.inverse_dynamics_regressor(model, q, qd, qdd)),
     }
     return fns
 

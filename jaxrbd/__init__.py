@@ -4,29 +4,36 @@ The public surface: build a `Model` with `ModelBuilder` (or `load_urdf`), then c
 the pure functions below, which all work under `jax.jit`, `jax.vmap` and `jax.grad`.
 """
 
+# -- building and loading models --
 from . import joints as joints
 from . import models as models
-from . import spatial as spatial
-from ._aba import forward_dynamics as forward_dynamics
-from ._aba import minv_times as minv_times
 from ._body import Body as Body
 from ._body import Transform as Transform
 from ._builder import ModelBuilder as ModelBuilder
+from ._model import Model as Model
+from ._model import CoupledModel as CoupledModel
+from ._coupling import couple as couple
+from .io import load_mjcf as load_mjcf
+from .io import load_urdf as load_urdf
+# -- spatial algebra --
+from . import spatial as spatial
+# -- dynamics --
+from ._aba import forward_dynamics as forward_dynamics
+from ._aba import minv_times as minv_times
+from ._crba import mass_matrix as mass_matrix
+from ._rnea import bias_forces as bias_forces
+from ._rnea import gravity_forces as gravity_forces
+from ._rnea import inverse_dynamics as inverse_dynamics
+# -- configuration space --
 from ._configuration import difference as difference
 from ._configuration import integrate as integrate
 from ._configuration import neutral_configuration as neutral_configuration
 from ._configuration import random_configuration as random_configuration
-from ._crba import mass_matrix as mass_matrix
-from ._jit import compiler_options as compiler_options
+# -- compiling (backend tuning) --
+from ._backend import compiler_options as compiler_options
 from ._jit import jit as jit
-from ._kinematics import forward_kinematics as forward_kinematics
-from ._model import Model as Model
-from ._model import CoupledModel as CoupledModel
-from ._coupling import couple as couple
-from ._rnea import bias_forces as bias_forces
-from ._rnea import gravity_forces as gravity_forces
-from ._rnea import inverse_dynamics as inverse_dynamics
 # -- kinematics, mass properties, frames --
+from ._kinematics import forward_kinematics as forward_kinematics
 from ._kinematics import body_acceleration as body_acceleration
 from ._kinematics import body_accelerations as body_accelerations
 from ._kinematics import body_bias_acceleration as body_bias_acceleration
@@ -96,6 +103,7 @@ from ._contacts import forward_dynamics_contacts as forward_dynamics_contacts
 from ._derivatives import forward_dynamics_derivatives as forward_dynamics_derivatives
 from ._derivatives import forward_dynamics_parameter_derivatives as forward_dynamics_parameter_derivatives
 from ._derivatives import inverse_dynamics_derivatives as inverse_dynamics_derivatives
+# deprecated alias of inverse_dynamics_regressor
 from ._derivatives import inverse_dynamics_parameter_derivatives as inverse_dynamics_parameter_derivatives
 from ._derivatives import model_derivatives as model_derivatives
 # -- RBDL parity: constrained inverse dynamics, zero-moment point --
@@ -113,12 +121,11 @@ from ._markers import marker_kinematics as marker_kinematics
 from ._markers import marker_positions as marker_positions
 from . import estimation as estimation
 from . import mocap as mocap
+# -- batches, ground contact, reference algorithms, visualisation --
 from . import batched as batched
 from . import ground as ground
 from . import reference as reference
 from . import viewer as viewer
 from . import viz as viz
-from .io import load_mjcf as load_mjcf
-from .io import load_urdf as load_urdf
 
 __version__ = "0.1.0"

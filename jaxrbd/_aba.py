@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
-from . import _coupling, _linalg
+from . import _coupling
 from ._common import (
     Xup_and_S,
     check_f_ext,
@@ -300,7 +300,7 @@ _aba = native_vmap(lambda m, q, qd, tau: aba_batched(m, q, qd, tau))
 _aba_f = native_vmap(lambda m, q, qd, tau, f: aba_batched(m, q, qd, tau, f))
 
 
-def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
+def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba", *, derivatives="analytic"):
     """Joint accelerations, by the articulated-body algorithm in O(nbodies) (default).
 
     Args:
@@ -313,6 +313,11 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
             origin; row 0 is ignored.
         method: ``"aba"`` (articulated-body algorithm) or ``"crba"`` (mass matrix by
             the CRBA, then a Cholesky solve; O(n^3) but often as fast for small n).
+        derivatives: how `jax.jvp`, `jax.grad`, `jax.jacfwd`, ... differentiate this
+            call (either method): ``"analytic"`` (default), a JVP rule built on
+            `forward_dynamics_derivatives` (Carpentier & Mansard 2018; model leaves by
+            AD of the plain code); ``"ad"``, automatic differentiation through the
+            recursions, kept for checking the rule. The value is the same.
 
     Returns:
         `qdd`, `(nv,)`, such that `inverse_dynamics(model, q, qd, qdd, f_ext) == tau`.
@@ -328,18 +333,13 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba"):
     with jax.named_scope("jaxrbd.forward_dynamics"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         f_ext = check_f_ext(model, f_ext)
-        if method == "crba":
-            from ._crba import mass_matrix
-            from ._rnea import bias_forces
-
-            H = mass_matrix(model, q)
-            C = bias_forces(model, q, qd, f_ext)
-            return _linalg.cho_solve(_linalg.cholesky(H), tau - C)
-        if method != "aba":
+        if method not in ("aba", "crba"):
             raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
-        if f_ext is None:
-            return _aba(model, q, qd, tau)
-        return _aba_f(model, q, qd, tau, f_ext)
+        from . import _analytic_rules as rules
+
+        if rules.check_derivatives(derivatives) == "analytic":
+            return rules.forward_dynamics(model, q, qd, tau, f_ext, method)
+        return rules.forward_dynamics_ad(model, q, qd, tau, f_ext, method)
 
 
 def minv_times_batched(model, q, tau):
@@ -349,8 +349,9 @@ def minv_times_batched(model, q, tau):
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)
     k = root_chain(model, s, B)
-    # the articulated inertias depend on q only: armature at the q batch, not the K columns
-    (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, node_armature(model, q.shape[-1]), root=k)
+    # the inertia pass runs on q's batch only (tau's right-hand sides broadcast later)
+    arm = node_armature(model, q.shape[-1])
+    (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, arm, root=k)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
     u, u_root = _bias_pass(s, E, r, S, U, Dinv, tau_n, root)
     a_world = jnp.zeros((6, 1), tau.dtype)
@@ -358,7 +359,7 @@ def minv_times_batched(model, q, tau):
     return _acceleration_pass(s, E, r, S, None, U, Dinv, u, a_world, root)
 
 
-def minv_times(model, q, tau):
+def minv_times(model, q, tau, *, derivatives="analytic"):
     """``H(q)^-1 tau`` in O(n) per right-hand side, reusing the articulated inertias.
 
     RBDL's ``CalcMInvTimesTau``: one backward pass for the articulated inertias, then a
@@ -368,6 +369,9 @@ def minv_times(model, q, tau):
     Args:
         q: `(nq,)`.
         tau: `(nv,)` or `(nv, K)` (K right-hand sides).
+        derivatives: ``"analytic"`` (default): JVPs as ``H^-1 (dtau - dH x)`` with
+            ``dH x`` from the analytic RNEA derivatives; ``"ad"``: automatic
+            differentiation through the passes (for checking). See `forward_dynamics`.
 
     Returns:
         ``H^-1 tau`` with the shape of `tau`.
@@ -388,5 +392,10 @@ def minv_times(model, q, tau):
                 "= (model.nv,) or (model.nv, K)"
             )
         t2 = tau if tau.ndim == 2 else tau[:, None]
-        out = minv_times_batched(model, q[:, None], t2)
+        from . import _analytic_rules as rules
+
+        if rules.check_derivatives(derivatives) == "analytic":
+            out = rules.minv_times(model, q, t2)
+        else:
+            out = rules.minv_times_ad(model, q, t2)
         return out if tau.ndim == 2 else out[:, 0]

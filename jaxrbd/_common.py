@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 
 from . import _algebra as al
+from ._backend import traversal
 from ._jcalc import _MULTI, joint_transforms, node_Xtree, tables
 from ._rows import sum_rows
 from ._tree import Schedule, schedule
-from ._vmap import on_cpu
 
 # ---------------------------------------------------------------- argument checks
 
@@ -58,34 +60,29 @@ def check_state(model, **arrays):
     return out
 
 
+_WARNED: set[str] = set()
+
+
+def warn_deprecated(old: str, new: str) -> None:
+    """A `DeprecationWarning`, once per process, that ``old`` is an alias of ``new``."""
+    if old in _WARNED:
+        return
+    _WARNED.add(old)
+    warnings.warn(
+        f"{old} is deprecated and will be removed; call {new} (same arguments, same result)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
 # ---------------------------------------------------------------- per-node terms
 
 
-def sched(model, B: int = 1, batch_width: int = 1) -> Schedule:
-    """The traversal schedule. ``"auto"`` is level by level for one state (fewest
-    sequential steps) and, for batches, ``batch_width`` nodes of one level per step:
-    body by body (``1``: no padding, in-place updates) for most passes, two per step
-    for the articulated-body passes, whose heavier steps gain more from fewer of them
-    (4096 states, 2-core VM: talos forward dynamics 30.6 us per sample with two nodes
-    per step, 42.9 body by body, 37.0 with three, ~50 whole levels; solo12 14.9 vs
-    18.3; inverse dynamics and the CRBA are fastest body by body). Those figures
-    predate the in-place one-node steps (`jaxrbd._tree.take`); since then one node per
-    step is close (talos 15.5 against 16.8 us, solo12 8.9 against 8.1 us), and since
-    the 21-kernel inertia step (`jaxrbd._aba.ABA_WIDTH`) it is the default for the
-    articulated-body passes too.
-
-    Off the CPU (`jaxrbd._vmap.on_cpu`), ``"auto"`` is level by level for batches too:
-    a GPU runs a level's nodes for the whole batch in the same kernels, and every
-    sequential step costs launches (H100, 4096 states, whole batch: talos forward
-    dynamics 393 ns per state level by level against 507 body by body, inverse dynamics
-    169 against 264, mass matrix 190 against 241; chain100, one node per level, equal)."""
-    traversal = model.traversal
-    if traversal == "auto":
-        if B == 1 or not on_cpu():
-            traversal = "level"
-        else:
-            traversal = "body" if batch_width == 1 else f"level{batch_width}"
-    return schedule(model.node_parent, traversal)
+def sched(model, B: int = 1, batch_width: int = 1, device=None) -> Schedule:
+    """The traversal schedule of ``model`` for ``B`` states: ``model.traversal``, or for
+    ``"auto"`` the one `jaxrbd._backend.traversal` picks for the device (``batch_width``:
+    nodes per step on a CPU batch)."""
+    return schedule(model.node_parent, traversal(model.traversal, B, batch_width, device))
 
 
 def root_chain(model, s: Schedule, B: int) -> int:
@@ -94,10 +91,8 @@ def root_chain(model, s: Schedule, B: int) -> int:
 
     Nonzero when ``B > 1``, the world has one child, its joint is a multi-DoF kind whose
     inner nodes have ``Xup = 1`` (see `_jcalc`), and the first ``k`` steps of ``s`` hold
-    the nodes ``1..k`` alone. On the 2-core VM (4096 states, float64) this cut forward
-    dynamics from 21.2 to 18.3 us per sample on talos and from 11.3 to 8.0 on solo12,
-    for about 0.3 s more compile time; one state gains less than its compile costs, so
-    single calls keep the plain passes.
+    the nodes ``1..k`` alone. The shortcut costs compile time, which one state does not
+    win back, so single calls keep the plain passes.
     """
     parent = model.node_parent
     if B == 1 or len(parent) < 3 or parent.count(0) != 1:
@@ -181,4 +176,5 @@ __all__ = [
     "pad_inertia",
     "sched",
     "tables",
+    "warn_deprecated",
 ]

@@ -67,12 +67,17 @@ def crba_batched(model, q):
 _crba = native_vmap(crba_batched)
 
 
-def mass_matrix(model, q):
+def mass_matrix(model, q, *, derivatives="analytic"):
     """Joint-space inertia matrix ``H(q)`` by the composite-rigid-body algorithm.
 
     Args:
         model: a `Model`.
         q: configuration `(nq,)`.
+        derivatives: how `jax.jvp`, `jax.grad`, ... differentiate this call:
+            ``"analytic"`` (default), ``dH`` from the analytic RNEA derivatives of
+            ``H e_j = inverse_dynamics(q, 0, e_j)`` without gravity (O(nv^3) per
+            configuration; model leaves by AD); ``"ad"``, automatic differentiation
+            through the CRBA, kept for checking. The value is the same.
 
     Returns:
         `H`, `(nv, nv)`, symmetric positive definite [kg m^2 | kg m | kg].
@@ -86,4 +91,8 @@ def mass_matrix(model, q):
         return _coupling.mass_matrix(model, q)
     with jax.named_scope("jaxrbd.mass_matrix"):
         (q,) = check_state(model, q=q)
+        from . import _analytic_rules as rules
+
+        if rules.check_derivatives(derivatives) == "analytic":
+            return rules.mass_matrix(model, q)
         return _crba(model, q)

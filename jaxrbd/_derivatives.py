@@ -45,6 +45,7 @@ import numpy as np
 from . import _algebra as al
 from . import _coupling
 from ._aba import _pack, _project, _unpack, node_armature
+from ._backend import CHUNK
 from ._common import (
     Xup_and_S,
     check_f_ext,
@@ -54,9 +55,11 @@ from ._common import (
     pad_inertia,
     pad_S,
     sched,
+    warn_deprecated,
 )
 from ._jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias, tables
 from ._model import is_coupled
+from ._parameters import regressor_from_motion
 from ._passes import velocities_accelerations
 from ._rows import place_rows, sum_rows
 from ._tree import add, backward_scan, forward_scan, put, scan_schedule, support_table, take
@@ -68,15 +71,13 @@ __all__ = [
     "forward_dynamics_derivatives",
     "forward_dynamics_parameter_derivatives",
     "id_derivatives_batched",
-    "id_parameter_derivatives_batched",
     "inverse_dynamics_derivatives",
     "inverse_dynamics_parameter_derivatives",
     "model_derivatives",
 ]
 
-#: Samples per block of the per-node recursions under `jax.vmap` / `jaxrbd.batched`.
-CHUNK = 32
-#: Samples per block of the dense assembly and matrix products (a multiple of `CHUNK`).
+#: Samples per block of the dense assembly and matrix products (a multiple of `CHUNK`,
+#: the per-node blocks of `jaxrbd._backend`).
 SUPER = 128
 
 
@@ -501,32 +502,12 @@ def _fd_vectors(model, q, qd, tau, f_ext=None):
     return factors + _state_vectors(nt, dirs, y, z, sign=-1.0)
 
 
-def _regressor_vectors(model, nt):
-    """``S`` and, per body and parameter, the world-frame force ``X0_b^T (I a + v x* I v)``
-    of a unit parameter (the force is linear in the body's 10 parameters)."""
-    node = np.asarray(model.body_node)
-    E0, r0 = nt["E0"][node], nt["r0"][node]
-    fixed = np.flatnonzero(np.asarray(model.body_fixed))
-    if len(fixed):  # a fixed body's frame is its placement in its node's frame
-        Eo, ro = model.Xtree_E[fixed][..., None], model.Xtree_r[fixed][..., None]
-        Eb, rb = al.compose(Eo, ro, E0[fixed], r0[fixed])
-        E0 = place_rows(E0.shape[0], [(fixed, Eb)], base=E0)
-        r0 = place_rows(r0.shape[0], [(fixed, rb)], base=r0)
-    vb = al.X_motion(E0, r0, nt["vw"][node])[:, None]  # body coordinates, (nb, 1, 6, B)
-    ab = al.X_motion(E0, r0, nt["aw"][node])[:, None]
-    basis = jnp.eye(10, dtype=vb.dtype)[None, :, :, None]  # unit parameter vectors
-    f = al.inertia_mul(basis, ab) + al.cross_force(vb, al.inertia_mul(basis, vb))
-    fw = al.XT_force(E0[:, None], r0[:, None], f)  # (nb, 10, 6, B)
-    return _bf(nt["S"]), jnp.moveaxis(fw, -1, 0)
-
-
-def _idp_vectors(model, q, qd, qdd):
-    return _regressor_vectors(model, _prepare(model, q, qd, qdd, None))
-
-
 def _fdp_vectors(model, q, qd, tau, f_ext=None):
+    """The factors of ``H`` and the regressor ``Y`` at the solved ``qdd`` (batch-first)."""
     nt, _, _, _, factors = _fd_core(model, q, qd, tau, f_ext)
-    return factors + _regressor_vectors(model, nt)
+    E0, r0 = nt["E0"], nt["r0"]
+    v, a = al.X_motion(E0, r0, nt["vw"]), al.X_motion(E0, r0, nt["aw"])  # node coordinates
+    return factors + (_bf(regressor_from_motion(model, v, a, E0, r0, nt["S"])),)
 
 
 # ------------------------------------------------------------------ phase 2: matrices
@@ -583,25 +564,9 @@ def _fd_matrices(model, vecs):
     return _mm(Minv, ndq), _mm(Minv, ndv), Minv
 
 
-def _regressor(model, S, fw):
-    """``Y (B, nv, nbodies * 10)``: ``Y[i, 10 b + c] = S_i . fw[b, c]`` for joints ``i`` on the
-    path of body ``b`` to the root."""
-    t = _tables(model)
-    Y = jnp.einsum("bik,bjck->bijc", S, fw, precision=_precision(S))
-    mask = np.zeros((model.nv, model.nbodies), dtype=bool)
-    for b in np.flatnonzero(t.body_dof >= 0):
-        mask[:, b] = t.sub_v[t.body_dof[b], :]
-    Y = jnp.where(mask[None, :, :, None], Y, jnp.zeros_like(Y))
-    return Y.reshape(Y.shape[:2] + (model.nbodies * 10,))
-
-
-def _idp_matrices(model, vecs):
-    return (_regressor(model, *vecs),)
-
-
 def _fdp_matrices(model, vecs):
     Minv = _minv(*vecs[:2])
-    return (-_mm(Minv, _regressor(model, *vecs[2:])),)
+    return (-_mm(Minv, vecs[2]),)
 
 
 # ------------------------------------------------------------------ batched entry points
@@ -614,6 +579,8 @@ def _two_phase(vectors, matrices):
     (`jaxrbd._vmap.default_chunk`)."""
 
     def run(model, *arrays, chunk=None, super_chunk=None):
+        arrays = tuple(x for x in arrays if x is not None)  # f_ext=None: left out
+
         def block(*xs):
             vecs = blocked(lambda *ys: vectors(model, *ys), xs,
                            default_chunk(CHUNK) if chunk is None else chunk, batch_first=True)
@@ -626,30 +593,21 @@ def _two_phase(vectors, matrices):
     return run
 
 
-#: Batch-trailing inputs (``q (nq, B)``, others ``(nv, B)``, ``f_ext (nbodies, 6, B)``),
-#: batch-first outputs ``(B, nv, nv)``.
+#: Batch-trailing inputs (``q (nq, B)``, others ``(nv, B)``, ``f_ext (nbodies, 6, B)`` or
+#: None), batch-first outputs ``(B, nv, nv)``.
 fd_derivatives_batched = _two_phase(_fd_vectors, _fd_matrices)
 id_derivatives_batched = _two_phase(_id_vectors, _id_matrices)
 fd_parameter_derivatives_batched = _two_phase(_fdp_vectors, _fdp_matrices)
-id_parameter_derivatives_batched = _two_phase(_idp_vectors, _idp_matrices)
 
 
 def _native(impl):
     return native_vmap(impl, batch_first=True)
 
 
-_fdd = _native(lambda m, q, qd, tau: fd_derivatives_batched(m, q, qd, tau))
-_fdd_f = _native(fd_derivatives_batched)
-_idd = _native(lambda m, q, qd, qdd: id_derivatives_batched(m, q, qd, qdd))
-_idd_f = _native(id_derivatives_batched)
-_fdp = _native(lambda m, q, qd, tau: fd_parameter_derivatives_batched(m, q, qd, tau))
-_fdp_f = _native(fd_parameter_derivatives_batched)
-_idp = _native(id_parameter_derivatives_batched)
-
-
-def _call(model, fn, fn_f, f_ext, *arrays):
-    f_ext = check_f_ext(model, f_ext)
-    return fn(model, *arrays) if f_ext is None else fn_f(model, *arrays, f_ext)
+# single-state functions; ``f_ext`` may be None (`native_vmap`'s optional arguments)
+_fdd = _native(fd_derivatives_batched)
+_idd = _native(id_derivatives_batched)
+_fdp = _native(fd_parameter_derivatives_batched)
 
 
 # ------------------------------------------------------------------ public functions
@@ -696,7 +654,7 @@ def forward_dynamics_derivatives(model, q, qd, tau, f_ext=None):
         return _coupling.forward_dynamics_derivatives(model, q, qd, tau, f_ext)
     with jax.named_scope("jaxrbd.forward_dynamics_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
-        return _call(model, _fdd, _fdd_f, f_ext, q, qd, tau)
+        return _fdd(model, q, qd, tau, check_f_ext(model, f_ext))
 
 
 def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None):
@@ -734,43 +692,26 @@ def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None):
         return _coupling.inverse_dynamics_derivatives(model, q, qd, qdd, f_ext)
     with jax.named_scope("jaxrbd.inverse_dynamics_derivatives"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
-        return _call(model, _idd, _idd_f, f_ext, q, qd, qdd)
+        return _idd(model, q, qd, qdd, check_f_ext(model, f_ext))
 
 
 def inverse_dynamics_parameter_derivatives(model, q, qd, qdd):
-    """``d tau / d inertial parameters``: the inverse-dynamics regressor ``Y`` as a matrix.
+    """Deprecated alias of `jaxrbd.inverse_dynamics_regressor` (the same matrix ``Y``,
+    `(nv, nbodies * 10)`, ``inverse_dynamics == Y @ model.inertia.ravel()``).
 
-    ``inverse_dynamics(model, q, qd, qdd) == Y @ model.inertia.ravel()``; column
-    ``10 b + c`` belongs to parameter ``c`` of body ``b`` in the layout of
-    `Model.inertia` (``[m, m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]``, body coordinates, about
-    the body origin). Bodies fixed to the world (row 0 included) get zero columns. The
-    external forces of `inverse_dynamics` do not depend on the parameters, so they do
-    not enter ``Y``.
-
-    Args:
-        model: a `Model`.
-        q: `(nq,)`. qd: `(nv,)`. qdd: `(nv,)`.
-
-    Returns:
-        ``Y``, `(nv, nbodies * 10)`.
-
-    Example:
-        >>> Y = jax.jit(jaxrbd.inverse_dynamics_parameter_derivatives)(model, q, jnp.zeros(9), tau)
-        >>> Y.shape
-        (9, 40)
+    Warns once (`DeprecationWarning`); call `jaxrbd.inverse_dynamics_regressor` instead.
     """
-    if is_coupled(model):
-        raise _coupling.unsupported('inverse_dynamics_parameter_derivatives')
-    with jax.named_scope("jaxrbd.inverse_dynamics_parameter_derivatives"):
-        q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
-        return _idp(model, q, qd, qdd)[0]
+    from ._parameters import inverse_dynamics_regressor
+
+    warn_deprecated("jaxrbd.inverse_dynamics_parameter_derivatives",
+                    "jaxrbd.inverse_dynamics_regressor")
+    return inverse_dynamics_regressor(model, q, qd, qdd)
 
 
 def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
     """``d qdd / d inertial parameters`` as a matrix: ``-H^-1 Y(q, qd, qdd)`` at
     ``qdd = forward_dynamics(q, qd, tau)``, with ``Y`` the regressor of
-    `inverse_dynamics_parameter_derivatives` (columns in the order of
-    ``model.inertia.ravel()``).
+    `inverse_dynamics_regressor` (columns in the order of ``model.inertia.ravel()``).
 
     Args:
         model: a `Model`.
@@ -790,7 +731,7 @@ def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
         return _coupling.forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext)
     with jax.named_scope("jaxrbd.forward_dynamics_parameter_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
-        return _call(model, _fdp, _fdp_f, f_ext, q, qd, tau)[0]
+        return _fdp(model, q, qd, tau, check_f_ext(model, f_ext))[0]
 
 
 _LEAVES = ("gravity", "inertia", "Xtree_E", "Xtree_r", "axes")

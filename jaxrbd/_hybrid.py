@@ -1,4 +1,5 @@
-"""Hybrid dynamics by the hybrid articulated-body algorithm (RBDA §9.2, Wojtusch et al. 2016, §II).
+"""Hybrid dynamics by the hybrid articulated-body algorithm (Featherstone 2008, §9.2;
+Wojtusch et al. 2016, §II).
 
 Some joints have prescribed accelerations, the others prescribed forces; the algorithm
 returns the unknown half of each pair in O(nbodies). It is the ABA of `_aba` with a
@@ -31,6 +32,7 @@ from ._common import (
     pad_S,
 )
 from ._model import is_coupled
+from ._rows import place_rows
 from ._tree import add, put, scan_schedule, take
 from ._vmap import native_vmap
 
@@ -100,11 +102,10 @@ def _hybrid_acceleration_pass(s, E, r, S, c, tau, qdd, mask, arm, U, Dinv, w, a_
         return put(a, idx, ai), (qddi, taui)
 
     _, ys = scan_schedule(step, a0, s, xs, step_xs=(U, Dinv, w))
-    steps = s.steps.reshape(-1)
 
-    def to_nodes(y):  # per-step outputs back to node order (static indices)
+    def to_nodes(y):  # per-step outputs back to node order (a gather on batches)
         flat = y.reshape((-1,) + y.shape[2:])
-        return jnp.zeros((s.nbuf,) + flat.shape[1:], flat.dtype).at[steps].set(flat)[1 : s.n]
+        return place_rows(s.n, [(s.slot_nodes, flat)])[1:]
 
     return to_nodes(ys[0]), to_nodes(ys[1])
 
@@ -132,13 +133,12 @@ def hybrid_batched(model, q, qd, tau, qdd, mask, f_ext=None):
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel(mask: tuple[bool, ...], with_f_ext: bool):
-    """The single-state function for one static mask (vmap runs the batch-trailing form)."""
-    if with_f_ext:
-        return native_vmap(
-            lambda m, q, qd, tau, qdd, f: hybrid_batched(m, q, qd, tau, qdd, mask, f)
-        )
-    return native_vmap(lambda m, q, qd, tau, qdd: hybrid_batched(m, q, qd, tau, qdd, mask))
+def _kernel(mask: tuple[bool, ...]):
+    """The single-state function for one static mask (vmap runs the batch-trailing form);
+    ``f_ext`` may be None."""
+    return native_vmap(
+        lambda m, q, qd, tau, qdd, f: hybrid_batched(m, q, qd, tau, qdd, mask, f)
+    )
 
 
 # ---------------------------------------------------------------- resolving `prescribed`
@@ -273,6 +273,4 @@ def hybrid_dynamics(model, q, qd, tau, qdd, prescribed, f_ext=None):
         q, qd, tau, qdd = check_state(model, q=q, qd=qd, tau=tau, qdd=qdd)
         f_ext = check_f_ext(model, f_ext)
         mask = prescribed_mask(model, prescribed)
-        if f_ext is None:
-            return _kernel(mask, False)(model, q, qd, tau, qdd)
-        return _kernel(mask, True)(model, q, qd, tau, qdd, f_ext)
+        return _kernel(mask)(model, q, qd, tau, qdd, f_ext)

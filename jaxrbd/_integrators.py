@@ -426,17 +426,10 @@ def _check_batch(model, name, x, n, what):
 
 
 def _check_devices(devices):
-    if devices is None:
-        return list(jax.devices())
-    try:
-        devices = list(devices)
-    except TypeError:
-        raise TypeError(
-            f"devices must be a sequence of jax devices or None, got {type(devices).__name__}"
-        ) from None
-    if not devices or not all(isinstance(d, jax.Device) for d in devices):
-        raise ValueError(f"devices must be a non-empty sequence of jax devices, got {devices!r}")
-    return devices
+    """The rollouts' devices: `jax.devices()` by default, else `_sharding.check_devices`."""
+    from ._sharding import check_devices
+
+    return list(jax.devices()) if devices is None else list(check_devices(devices))
 
 
 def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=None,
@@ -446,14 +439,16 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
 
     The batch is padded (copies of sample 0) to ``ndevices * nblocks * block`` and split
     over a 1-D `Mesh` of ``devices`` with `jax.shard_map`; inside a device, equal blocks
-    of at most ``chunk`` samples (default ``_vmap.CHUNK`` on CPU, the whole local batch
-    elsewhere) run `jax.vmap` of `rollout` one after the other, so a block's states stay
-    in cache for the whole rollout.
+    of at most ``chunk`` samples (default `jaxrbd._backend.block_size` for ``devices``:
+    `jaxrbd._backend.CHUNK` on CPUs, the whole local batch elsewhere) run `jax.vmap` of
+    `rollout` one after the other, so a block's states stay in cache for the whole
+    rollout.
     """
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from ._vmap import CHUNK
+    from ._backend import block_size
+    from ._vmap import blocked
 
     Q0 = _check_batch(model, "Q0", Q0, model.nq, "model.nq")
     QD0 = _check_batch(model, "QD0", QD0, model.nv, "model.nv")
@@ -481,8 +476,8 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
     if B == 0:
         raise ValueError("Q0 has batch size 0, expected at least one sample")
     local = -(-B // nd)
-    if chunk is None:
-        chunk = CHUNK if devices[0].platform == "cpu" else local
+    if chunk is None:  # tuned for the devices the rollouts run on
+        chunk = block_size(device=devices[0]) or local
     # equal blocks of at most `chunk` samples: little padding (B = 129 -> 2 x 65, not 2 x 128)
     nblk = -(-local // max(1, int(chunk)))
     chunk = -(-local // nblk)
@@ -499,11 +494,10 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
                        checkpoint=checkpoint)
 
     def run_local(*xs):
-        nblk = xs[0].shape[0] // chunk
-        blocks = tuple(x.reshape((nblk, chunk) + x.shape[1:]) for x in xs)
-        out = lax.map(lambda b: jax.vmap(one)(*b), blocks)
-        return tuple(o.reshape((nblk * chunk,) + o.shape[2:]) for o in out)
+        return blocked(jax.vmap(one), xs, chunk, batch_first=True, in_batch_first=True)
 
+    # traced under the devices' default device, so that the kernels inside are tuned for
+    # them (`jaxrbd._backend`), whatever the process's default backend
     if nd == 1:
         with jax.default_device(devices[0]):
             out = run_local(*arrays)
@@ -513,6 +507,7 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
         arrays = tuple(jax.device_put(x, NamedSharding(mesh, spec)) for x in arrays)
         # check_vma=False: the per-sample algorithms start scans from fresh (unsharded)
         # buffers; nothing crosses devices, so the varying-axis bookkeeping has no use
-        out = jax.shard_map(run_local, mesh=mesh, in_specs=spec, out_specs=spec,
-                            check_vma=False)(*arrays)
+        with jax.default_device(devices[0]):
+            out = jax.shard_map(run_local, mesh=mesh, in_specs=spec, out_specs=spec,
+                                check_vma=False)(*arrays)
     return out if padn == 0 else tuple(o[:B] for o in out)

@@ -254,18 +254,37 @@ def joint_velocity_terms(model, q, qd, S):
     return vJ, vJc, cJ
 
 
+def body_offsets(model, bodies=None):
+    """Placement ``X(E, r)`` of each body's frame in its node's frame, batch-trailing:
+    ``E (K, 3, 3, 1)``, ``r (K, 3, 1)`` for ``bodies`` (static ids; default all). It is
+    ``Xtree`` for a body merged by a fixed joint and the identity otherwise (the world
+    included); ``None`` when every one is the identity.
+
+    Masked over the bodies (``where``) rather than gathered, transformed and scattered
+    back: XLA:CPU (jaxlib 0.10) can miscompile that pattern when the array itself comes
+    from a gather.
+    """
+    t = tables(model)
+    nb = len(t.fixed)
+    bodies = np.arange(nb) if bodies is None else np.asarray(bodies)
+    every = bodies.shape == (nb,) and bool((bodies == np.arange(nb)).all())
+    fixed = t.fixed[bodies] & (bodies != 0)
+    if not fixed.any():
+        return None
+    E = model.Xtree_E if every else model.Xtree_E[bodies]
+    r = model.Xtree_r if every else model.Xtree_r[bodies]
+    E = jnp.where(fixed[:, None, None], E, jnp.eye(3, dtype=model.dtype)[None])
+    r = jnp.where(fixed[:, None], r, jnp.zeros((), model.dtype))
+    return _bc(E), _bc(r)
+
+
 def node_inertias(model):
     """Rigid-body inertia of every node (bodies merged by fixed joints summed), ``(nn, 10, 1)``."""
     t = tables(model)
     Ib = _bc(model.inertia)  # (nbodies, 10, 1)
-    if t.fixed[1:].any():
-        # A fixed body's frame is its placement relative to its node: X_off = Xtree.
-        # Masked over all bodies rather than gather -> transform -> scatter, a pattern
-        # XLA:CPU (jax 0.10) can miscompile when the array itself comes from a gather.
-        fixed = jnp.asarray(t.fixed)[:, None, None]
-        E = jnp.where(fixed, model.Xtree_E, jnp.eye(3, dtype=model.dtype)[None])
-        r = jnp.where(fixed[:, 0], model.Xtree_r, 0.0)
-        Ib = al.XT_compact_X(_bc(E), _bc(r), Ib)
+    offsets = body_offsets(model)
+    if offsets is not None:
+        Ib = al.XT_compact_X(*offsets, Ib)
     return sum_rows(t.nn, t.body_node, Ib)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from . import _algebra as al
 from . import _coupling
 from ._common import Xup_and_S, _as_float, check_state, sched
-from ._jcalc import joint_velocity_terms, tables
+from ._jcalc import body_offsets, joint_velocity_terms, tables
 from ._model import is_coupled
 from ._passes import velocities, velocities_accelerations, world_transforms
 from ._tree import support_table
@@ -114,19 +114,6 @@ def support(model) -> np.ndarray:
 # ---------------------------------------------------------------- node -> body
 
 
-def _body_placements(model, bodies: np.ndarray):
-    """Placement ``X(E, r)`` of each body's frame relative to its node's frame, ``(K, ..., 1)``."""
-    fixed = np.asarray(tables(model).fixed)[bodies] & (bodies != 0)
-    K = len(bodies)
-    E = jnp.broadcast_to(jnp.eye(3, dtype=model.dtype), (K, 3, 3))
-    r = jnp.zeros((K, 3), model.dtype)
-    sel = np.flatnonzero(fixed)
-    if len(sel):
-        E = E.at[sel].set(model.Xtree_E[bodies[sel]])
-        r = r.at[sel].set(model.Xtree_r[bodies[sel]])
-    return E[..., None], r[..., None], len(sel) > 0
-
-
 def body_frames(model, bodies, E0, r0, *motions):
     """Node quantities of one state (no batch axis, as `node_poses` etc. return) -> the
     bodies' ``E0, r0`` and motions, batch-trailing with ``B = 1``."""
@@ -142,10 +129,10 @@ def body_frames_batched(model, bodies, E0, r0, *motions):
     node = np.asarray(tables(model).body_node)[bodies]
     E0, r0 = E0[node], r0[node]
     motions = [m[node] for m in motions]
-    Ef, rf, any_fixed = _body_placements(model, bodies)
-    if any_fixed:
-        E0, r0 = al.compose(Ef, rf, E0, r0)
-        motions = [al.X_motion(Ef, rf, m) for m in motions]
+    offsets = body_offsets(model, bodies)
+    if offsets is not None:
+        E0, r0 = al.compose(*offsets, E0, r0)
+        motions = [al.X_motion(*offsets, m) for m in motions]
     return (E0, r0, *motions)
 
 

@@ -15,9 +15,10 @@ calling thread.
 The functions here take ONE matrix (use `jax.vmap` for batches, as with `jnp.linalg`) and
 call the LAPACK kernels on blocks whose cost, estimated at twice jaxlib's, stays below
 that threshold (one matrix per call for the larger ones): under `jax.vmap` (nested or
-not) the batch is flattened and cut into blocks run by `lax.map`. On GPU the same blocks
-would cost a loop of launches, so there (`jaxrbd._vmap.on_cpu` false) the whole batch
-goes to one call. Derivatives are defined here (forward mode; reverse
+not) the batch is flattened and cut into blocks run by `lax.map` (`jaxrbd._vmap.blocked`).
+The guard is on whenever the work runs on a CPU (`jaxrbd._backend.lapack_guard`); on
+other devices the same blocks would cost a loop of launches, so the whole batch goes to
+one call. Derivatives are defined here (forward mode; reverse
 mode by transposition) so that they run through the same blocked kernels.
 """
 
@@ -29,7 +30,8 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-from ._vmap import on_cpu
+from ._backend import lapack_guard
+from ._vmap import blocked
 
 __all__ = ["cho_solve", "cholesky", "eigh", "pinv", "solve_triangular", "svd"]
 
@@ -70,19 +72,8 @@ def _blocked_kernel(kernel, cost):
     def run(*xs):
         N = xs[0].shape[0]
         # the deadlock is XLA:CPU's: other backends take the whole batch in one call
-        chunk = block_size(cost(*(x.shape[1:] for x in xs))) if on_cpu() else N
-        if N <= chunk:
-            return on_block(*xs)
-        nblk = -(-N // chunk)
-        pad = nblk * chunk - N
-
-        def split(x):
-            if pad:  # copies of the first sample; their results are dropped
-                x = jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)], axis=0)
-            return x.reshape((nblk, chunk) + x.shape[1:])
-
-        out = jax.lax.map(lambda b: on_block(*b), tuple(split(x) for x in xs))
-        return jax.tree_util.tree_map(lambda o: o.reshape((nblk * chunk,) + o.shape[2:])[:N], out)
+        chunk = block_size(cost(*(x.shape[1:] for x in xs))) if lapack_guard() else N
+        return blocked(on_block, xs, chunk, batch_first=True, in_batch_first=True)
 
     return run
 

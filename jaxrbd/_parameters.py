@@ -27,7 +27,8 @@ import numpy as np
 from . import _algebra as al
 from . import _coupling
 from ._common import Xup_and_S, _as_float, check_state, gravity_acceleration, sched
-from ._jcalc import joint_velocity_terms, tables
+from ._jcalc import joint_velocity_terms
+from ._kinematics import body_frames_batched
 from ._model import is_coupled
 from ._passes import velocities_accelerations
 from ._rows import place_rows
@@ -40,6 +41,7 @@ __all__ = [
     "inverse_dynamics_regressor",
     "is_physically_consistent",
     "regressor_batched",
+    "regressor_from_motion",
     "to_log_cholesky",
     "with_inertial_parameters",
 ]
@@ -148,6 +150,35 @@ def _support(node_parent: tuple[int, ...], body_node: tuple[int, ...]):
     return np.nonzero(support_table(node_parent)[np.asarray(body_node)].T)
 
 
+def regressor_from_motion(model, v, a, E0, r0, S0):
+    """The regressor from the motion of the nodes: the one implementation behind
+    `inverse_dynamics_regressor` and `jaxrbd.forward_dynamics_parameter_derivatives`.
+
+    Args:
+        v, a: node velocities and accelerations (gravity as an acceleration of the
+            world), node coordinates, ``(nn, 6, B)``.
+        E0, r0: the nodes' transforms from world coordinates, ``(nn, 3, 3, B)``,
+            ``(nn, 3, B)``.
+        S0: the motion subspaces in world coordinates, ``(nv, 6, B)``.
+
+    Returns:
+        ``Y (nv, nbodies * 10, B)``.
+    """
+    # Every body moves with its node (a fixed-merged body at its offset from the node).
+    E0b, r0b, vb, ab = body_frames_batched(model, np.arange(model.nbodies), E0, r0, v, a)
+    # Body forces per parameter, in world coordinates at the world origin: X0_b^T A_b.
+    A = body_regressor(vb, ab)  # (nb, 10, 6, B)
+    F0 = al.XT_force(E0b[:, None], r0b[:, None], A)
+    # Y[j, b] = S0_j^T F0_b for the supported pairs only (a third of the dense
+    # (nv, nbodies) table on a humanoid), placed in the zero matrix (a gather on
+    # batches, see `jaxrbd._rows`).
+    rows, cols = _support(model.node_parent, model.body_node)
+    vals = al.dot(S0[rows][:, None], F0[cols])  # (npairs, 10, B)
+    nb = model.nbodies
+    Y = place_rows(model.nv * nb, [(rows * nb + cols, vals)])
+    return Y.reshape((model.nv, nb * 10, vals.shape[-1]))
+
+
 def regressor_batched(model, q, qd, qdd):
     """The regressor on the batch-trailing layout: ``q (nq, B)``, ``qd, qdd (nv, B)``
     -> ``Y (nv, nbodies * 10, B)``."""
@@ -160,33 +191,8 @@ def regressor_batched(model, q, qd, qdd):
     v, a, (E0, r0) = velocities_accelerations(
         s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a_world, with_X0=True
     )
-    # Every body moves with its node; a fixed-merged body sits at Xtree from its node.
-    t = tables(model)
-    bn = t.body_node
-    vb, ab, E0b, r0b = v[bn], a[bn], E0[bn], r0[bn]
-    if t.fixed[1:].any():
-        # One offset per body (identity unless fixed-merged), applied to all bodies: a
-        # masked transform rather than a scatter into the gathered rows (XLA:CPU
-        # miscompiled that gather-then-scatter under jit, jax 0.10.2).
-        fixed = np.asarray(t.fixed).copy()
-        fixed[0] = False
-        Eo = jnp.where(fixed[:, None, None], model.Xtree_E, jnp.eye(3, dtype=model.dtype))
-        ro = jnp.where(fixed[:, None], model.Xtree_r, jnp.zeros((), model.dtype))
-        Eo, ro = Eo[..., None], ro[..., None]
-        vb, ab = al.X_motion(Eo, ro, vb), al.X_motion(Eo, ro, ab)
-        E0b, r0b = al.compose(Eo, ro, E0b, r0b)
-    # Body forces per parameter, in world coordinates at the world origin: X0_b^T A_b.
-    A = body_regressor(vb, ab)  # (nb, 10, 6, B)
-    F0 = al.XT_force(E0b[:, None], r0b[:, None], A)
-    # Motion subspaces in world coordinates; Y[j, b] = S0_j^T F0_b for the supported
-    # pairs only (a third of the dense (nv, nbodies) table on a humanoid), placed in
-    # the zero matrix (a gather on batches, see `jaxrbd._rows`).
     S0 = al.Xinv_motion(E0, r0, S)[1:]  # (nv, 6, B)
-    rows, cols = _support(model.node_parent, model.body_node)
-    vals = al.dot(S0[rows][:, None], F0[cols])  # (npairs, 10, B)
-    nb = model.nbodies
-    Y = place_rows(model.nv * nb, [(rows * nb + cols, vals)])
-    return Y.reshape((model.nv, nb * 10, vals.shape[-1]))
+    return regressor_from_motion(model, v, a, E0, r0, S0)
 
 
 _regressor = native_vmap(regressor_batched)
@@ -211,9 +217,8 @@ def inverse_dynamics_regressor(model, q, qd, qdd, *, armature=False):
     armature is identified with the inertial parameters.
 
     Cost: one forward pass (a `lax.scan`), a batched ``6 x 10`` body regressor per body
-    and one projection per (joint DoF, supported body) pair, O(nv nbodies); on a humanoid
-    about as fast as `inverse_dynamics` itself, and two orders of magnitude faster than
-    `jax.jacfwd` of it. Works under `jax.jit`, `jax.vmap` (over states: the batch-trailing
+    and one projection per (joint DoF, supported body) pair, O(nv nbodies), with no
+    differentiation. Works under `jax.jit`, `jax.vmap` (over states: the batch-trailing
     path, or over models) and `jax.grad`/`jax.jacfwd`.
 
     Args:

@@ -53,15 +53,19 @@ _rnea = native_vmap(lambda m, q, qd, qdd: rnea_batched(m, q, qd, qdd))
 _rnea_f = native_vmap(lambda m, q, qd, qdd, f: rnea_batched(m, q, qd, qdd, f))
 
 
-def _single(model, q, qd, qdd, f_ext, gravity):
+def _single(model, q, qd, qdd, f_ext, gravity, derivatives="analytic"):
     q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
     f_ext = check_f_ext(model, f_ext)
+    from . import _analytic_rules as rules
+
+    if rules.check_derivatives(derivatives) == "analytic":
+        return rules.inverse_dynamics(model, q, qd, qdd, f_ext)
     if f_ext is None:
         return _rnea(model, q, qd, qdd)
     return _rnea_f(model, q, qd, qdd, f_ext)
 
 
-def inverse_dynamics(model, q, qd, qdd, f_ext=None):
+def inverse_dynamics(model, q, qd, qdd, f_ext=None, *, derivatives="analytic"):
     """Generalized forces by the recursive Newton-Euler algorithm, O(nbodies).
 
     Args:
@@ -72,6 +76,11 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None):
         qdd: accelerations `(nv,)` [rad/s^2 | m/s^2], the time derivative of `qd`.
         f_ext: optional `(nbodies, 6)` spatial forces `[n; f]` on each body, in world
             coordinates at the world origin [N m; N]; row 0 (world) is ignored.
+        derivatives: how `jax.jvp`, `jax.grad`, `jax.jacfwd`, ... differentiate this
+            call: ``"analytic"`` (default), a JVP rule built on
+            `inverse_dynamics_derivatives` (model leaves by AD of the plain code);
+            ``"ad"``, automatic differentiation through the recursions, kept for
+            checking the rule. The value is the same.
 
     Returns:
         `tau`, `(nv,)` [N m | N] with `H(q) qdd + C(q, qd) = tau` (+ the `f_ext` work).
@@ -89,14 +98,15 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None):
     if is_coupled(model):
         return _coupling.inverse_dynamics(model, q, qd, qdd, f_ext)
     with jax.named_scope("jaxrbd.inverse_dynamics"):
-        return _single(model, q, qd, qdd, f_ext, True)
+        return _single(model, q, qd, qdd, f_ext, True, derivatives)
 
 
-def bias_forces(model, q, qd, f_ext=None):
+def bias_forces(model, q, qd, f_ext=None, *, derivatives="analytic"):
     """Coriolis, centrifugal and gravity forces ``C(q, qd)``: `inverse_dynamics` at ``qdd = 0``.
 
     Args:
         q: `(nq,)`. qd: `(nv,)`. f_ext: optional `(nbodies, 6)`, world coordinates.
+        derivatives: ``"analytic"`` (default) or ``"ad"``, as in `inverse_dynamics`.
 
     Returns:
         `C`, `(nv,)`, with `H qdd + C = tau`.
@@ -108,14 +118,15 @@ def bias_forces(model, q, qd, f_ext=None):
         return _coupling.bias_forces(model, q, qd, f_ext)
     with jax.named_scope("jaxrbd.bias_forces"):
         qd = check_state(model, qd=qd)[0]
-        return _single(model, q, qd, jnp.zeros_like(qd), f_ext, True)
+        return _single(model, q, qd, jnp.zeros_like(qd), f_ext, True, derivatives)
 
 
-def gravity_forces(model, q):
+def gravity_forces(model, q, *, derivatives="analytic"):
     """Generalized gravity ``g(q)``: `inverse_dynamics` at ``qd = qdd = 0``.
 
     Args:
         q: `(nq,)`.
+        derivatives: ``"analytic"`` (default) or ``"ad"``, as in `inverse_dynamics`.
 
     Returns:
         `g`, `(nv,)` [N m | N].
@@ -127,4 +138,4 @@ def gravity_forces(model, q):
         return _coupling.gravity_forces(model, q)
     with jax.named_scope("jaxrbd.gravity_forces"):
         z = jnp.zeros(model.nv, model.dtype)
-        return _single(model, q, z, z, None, True)
+        return _single(model, q, z, z, None, True, derivatives)

@@ -1,17 +1,12 @@
 """Rows placed or summed at static indices: gathers on batches, scatters on one state.
 
-XLA:CPU (jaxlib 0.10) lowers a scatter (``x.at[idx].set(v)`` / ``.add(v)``) to a
-while loop with one iteration per index. Inside a batched program that loop runs once
-per batch block; the derivative matrices of talos had two of 570 iterations each, the
-mass matrix two of 331. With the indices known at trace time (numpy) the same result is
-a gather from the stacked values with a constant index table, which XLA emits as one
-fused loop. On the 2-core VM (4096 states, float64, interleaved runs, best of two
-processes each) this with `jaxrbd._tree.take`'s ``once`` reads took vmapped
-``mass_matrix`` on talos from 22.6 to 20.3 us per state and its compile from 1.9 to
-1.4 s. For values without a batch (trailing axis 1: one state, or per-model tables)
-the scatter stays: its loop is cheap there and it compiles faster (talos
-``forward_dynamics`` on one state compiled in 1.30-1.46 s with gathers everywhere,
-1.07-1.21 s with scatters).
+XLA:CPU lowers a scatter (``x.at[idx].set(v)`` / ``.add(v)``) to a while loop with one
+iteration per index, and inside a batched program that loop runs once per batch block.
+With the indices known at trace time (numpy), the same result is a gather from the
+stacked values with a constant index table, which XLA emits as one fused loop; the
+HLO-text tests in ``tests/test_rows.py`` check that batched programs keep no scatter
+loop. For values without a batch (trailing axis 1: one state, or per-model tables) the
+scatter stays: its loop is cheap there, and it compiles faster than the gather.
 
 Both functions take numpy index arrays and arrays whose leading axis is the row axis;
 trailing axes broadcast (``(..., 1)`` against ``(..., B)``). A negative index drops

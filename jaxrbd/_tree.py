@@ -146,11 +146,8 @@ def take(buf, idx, once=False):
 
     ``once=True``: read them in one materialised gather even for a width-1 step (see
     above). Use it where a row of a carried buffer feeds more than that buffer's own
-    update. On the 2-core VM (4096 states, float64) it took the copies out of the
-    articulated-body passes: vmapped forward dynamics on chain100 206 -> 49 us per
-    sample, panda 4.7 -> 3.2 us; talos (two nodes per step, already gathers)
-    unchanged. Reads that feed only their own buffer's update stay dynamic slices
-    (gathers there made inverse dynamics ~10 % slower).
+    update; reads that feed only their own buffer's update stay dynamic slices, which
+    are cheaper than a gather.
     """
     if idx.shape[0] == 1:
         if not once:

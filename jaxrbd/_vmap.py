@@ -5,7 +5,8 @@ Each algorithm has a single-state form and a batch-trailing form (``(..., B)``).
 
 * evaluates the single-state form when called plainly,
 * under `jax.vmap` over states (the model unbatched), moves the batch to the last
-  axis and runs the batch-trailing form in cache-sized blocks (``custom_vmap``),
+  axis and runs the batch-trailing form in blocks sized for the device
+  (`jaxrbd._backend.block_size`, via ``custom_vmap``),
 * under `jax.vmap` over models (stacked leaves), falls back to ordinary batching,
 * differentiates through the plain single-state code (``custom_jvp`` around the
   ``custom_vmap``), so `jax.grad`, `jax.jacfwd` and their vmaps behave as usual.
@@ -17,39 +18,36 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-#: Samples per block for batched evaluation on the CPU: a block keeps every per-node
-#: buffer in the CPU cache (measurements in ``benchmarks/LOG.md``).
-CHUNK = 32
+from ._backend import CHUNK, block_size, on_cpu
 
-
-def on_cpu() -> bool:
-    """Whether JAX's default backend is the CPU (read at trace time).
-
-    The batched kernels are tuned per backend from it: on the CPU they block the batch
-    into cache-sized pieces and step one tree node at a time; on a GPU every iteration
-    of an XLA loop costs kernel launches, so they take the whole batch in one block and
-    fewer, wider steps (see `default_chunk` and `jaxrbd._common.sched`).
-    """
-    return jax.default_backend() == "cpu"
+__all__ = ["CHUNK", "blocked", "default_chunk", "native_vmap", "on_cpu"]
 
 
 def default_chunk(cpu_chunk: int = CHUNK) -> int | None:
-    """Samples per block by default: ``cpu_chunk`` when the default backend is the CPU,
-    ``None`` (the whole batch in one block) elsewhere: on a GPU the `lax.map` over blocks
-    would run each block's scans one after the other, bound by kernel launches.
-    """
-    return cpu_chunk if on_cpu() else None
+    """Samples per block by default (`jaxrbd._backend.block_size`): ``cpu_chunk`` on a
+    CPU, ``None`` (the whole batch in one block) elsewhere."""
+    return block_size(cpu_chunk)
 
 
-def blocked(fn, arrays, chunk=None, *, batch_first=False):
-    """Apply ``fn`` to batch-trailing ``arrays`` (``(..., N)``) in blocks of ``chunk``.
+def blocked(fn, arrays, chunk=None, *, batch_first=False, in_batch_first=False):
+    """Apply ``fn`` to batched ``arrays`` in blocks of ``chunk`` samples, one after the
+    other (a `lax.map`); the one blocking helper of jaxrbd.
 
-    ``chunk=None`` takes `default_chunk` (`CHUNK` on the CPU, the whole batch elsewhere).
-    ``fn`` returns a pytree of arrays with the batch as their last axis, or as their
-    first with ``batch_first=True``; the blocks' outputs are joined along that axis.
+    Args:
+        fn: ``fn(*block_arrays)`` -> a pytree of arrays with the block's samples on their
+            last axis, or on their first with ``batch_first=True``.
+        arrays: arrays with the batch on their last axis (``(..., N)``), or on their
+            first with ``in_batch_first=True`` (``(N, ...)``).
+        chunk: samples per block; ``None`` takes `default_chunk` (`CHUNK` on a CPU, the
+            whole batch elsewhere). A batch that is not a multiple is padded with copies
+            of its first sample (valid states), whose results are dropped.
+
+    Returns:
+        ``fn``'s outputs for the whole batch, joined along the batch axis.
     """
     chunk = default_chunk() if chunk is None else chunk
-    N = arrays[0].shape[-1]
+    axis = 0 if in_batch_first else -1
+    N = arrays[0].shape[axis]
     if chunk is None or N <= chunk:
         return fn(*arrays)
     nblk = -(-N // chunk)
@@ -57,10 +55,11 @@ def blocked(fn, arrays, chunk=None, *, batch_first=False):
 
     def split(x):
         if padn:
-            # pad with copies of the first sample: valid states, results discarded
-            x = jnp.concatenate([x, jnp.repeat(x[..., :1], padn, axis=-1)], axis=-1)
-        x = x.reshape(x.shape[:-1] + (nblk, chunk))
-        return jnp.moveaxis(x, -2, 0)
+            first = x[:1] if in_batch_first else x[..., :1]
+            x = jnp.concatenate([x, jnp.repeat(first, padn, axis=axis)], axis=axis)
+        if in_batch_first:
+            return x.reshape((nblk, chunk) + x.shape[1:])
+        return jnp.moveaxis(x.reshape(x.shape[:-1] + (nblk, chunk)), -2, 0)
 
     out = jax.lax.map(lambda xs: fn(*xs), tuple(split(x) for x in arrays))
 

@@ -1,17 +1,20 @@
 """Batched entry points: many states in one call, batch axis first.
 
-`jax.vmap` of the single-state functions already runs jaxrbd's batch-trailing kernels
-(`jaxrbd._vmap.native_vmap`: every per-sample quantity carries the batch as its last,
-contiguous axis, in cache-sized blocks on the CPU), so these functions compute the same
-numbers as fast as ``jaxrbd.jit(jax.vmap(f))``. What they add is what `jax.vmap` does
-not do by itself:
+Each function here is `jax.vmap` of its single-state twin, compiled with `jaxrbd.jit`;
+`jax.vmap` already runs jaxrbd's batch-trailing kernels (`jaxrbd._vmap.native_vmap`),
+so the numbers and the speed are those of ``jaxrbd.jit(jax.vmap(f))``. What they add
+is what `jax.vmap` does not do by itself:
 
 * batch-first arguments checked with errors that name them (``Q (N, nq)``, ...);
-* a batch of models (`stack_models`): one model per state;
-* a compiled program per model structure and batch size, made with `jaxrbd.jit` (XLA's
-  CPU options that suit jaxrbd); called inside your own jit, the outer jit's options
-  apply, so make that one a `jaxrbd.jit` too;
-* `rollout`: rollouts sharded over devices.
+* a batch of models (`stack_models`): one model per state, the same call;
+* a compiled program per model structure and batch size, made with `jaxrbd.jit` (the
+  compiler options for the device it runs on); called inside your own jit, the outer
+  jit's options apply, so make that one a `jaxrbd.jit` too;
+* `rollout`: rollouts sharded over devices;
+* ``devices=``: the batch split over several devices, e.g. both cores of a CPU host
+  split into two devices with ``jax.config.update("jax_num_cpu_devices", 2)`` before
+  JAX starts (`jaxrbd._sharding`). ``"all"`` takes `jax.devices()`; the default
+  ``None`` runs on one device.
 
 Example:
     >>> Q = jnp.zeros((16, model.nq)); Z = jnp.zeros((16, model.nv))
@@ -24,13 +27,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._aba import aba_batched
-from ._common import _as_float
-from ._crba import crba_batched
+from ._common import _as_float, warn_deprecated
 from ._jit import jit as _jit
 from ._model import is_coupled
-from ._rnea import rnea_batched
-from ._vmap import blocked as _blocked
 
 __all__ = [
     "contact_impulses",
@@ -41,6 +40,7 @@ __all__ = [
     "inverse_dynamics",
     "inverse_dynamics_derivatives",
     "inverse_dynamics_parameter_derivatives",
+    "inverse_dynamics_regressor",
     "mass_matrix",
     "n_models",
     "stack_models",
@@ -62,7 +62,7 @@ def _batch(model, **arrays):
     sizes = {x.shape[0] for x in out}
     if len(sizes) != 1:
         raise ValueError(f"batch sizes differ: {[x.shape for x in out]}")
-    return [x.T for x in out]
+    return out
 
 
 def _f_ext(model, F_ext, n):
@@ -71,15 +71,7 @@ def _f_ext(model, F_ext, n):
     F = _as_float("F_ext", F_ext, model.dtype)
     if F.shape != (n, model.nbodies, 6):
         raise ValueError(f"F_ext has shape {F.shape}, expected ({n}, {model.nbodies}, 6)")
-    return jnp.moveaxis(F, 0, -1)
-
-
-def _run(impl, model, arrays, F_ext):
-    """``impl(model, *arrays[, F])`` in cache blocks; arrays batch-trailing, result batch-first."""
-    F = _f_ext(model, F_ext, arrays[0].shape[1])
-    if F is not None:
-        arrays = (*arrays, F)
-    return _blocked(lambda *xs: impl(model, *xs), tuple(arrays)).T
+    return F
 
 
 # ----------------------------------------------------------------------------- batches of models
@@ -122,85 +114,92 @@ def n_models(model):
     return shape[0] if len(shape) == 2 else None
 
 
-def _per_model(fn, model, *arrays, **static):
-    """``fn(model_i, *arrays_i)`` for every model of a stacked batch (batch axis first)."""
+def _states(model, F_ext=None, **arrays):
+    """Check batch-first states (and ``F_ext``) against a single model; a stacked batch
+    is checked per model, and a `CoupledModel` by its public functions."""
+    if n_models(model) is None and not is_coupled(model):
+        (first, *_) = _batch(model, **arrays)
+        _f_ext(model, F_ext, first.shape[0])
+
+
+def _vmap(fn, model, *arrays):
+    """``fn(model, *arrays_i)`` for every state ``i`` (batch axis first; ``None`` arrays
+    stay ``None``), with one model per state for a `stack_models` batch."""
     n = n_models(model)
-    for x in arrays:
-        if x is not None and jnp.shape(x)[:1] != (n,):
-            raise ValueError(
-                f"a batch of {n} models takes {n} states (one per model); got an argument of "
-                f"shape {jnp.shape(x)}"
-            )
-    in_axes = (0,) + tuple(None if x is None else 0 for x in arrays)
-    return jax.vmap(lambda m, *xs: fn(m, *xs, **static), in_axes=in_axes)(model, *arrays)
-
-
-def _each_state(fn, model, *arrays):
-    """``jax.vmap`` of a public single-state function over batch-first states: the path
-    of a `CoupledModel`, whose reduction to the independent coordinates lives in the
-    public functions (`jaxrbd._coupling`)."""
-    in_axes = (None,) + tuple(None if x is None else 0 for x in arrays)
+    if n is not None:
+        for x in arrays:
+            if x is not None and jnp.shape(x)[:1] != (n,):
+                raise ValueError(
+                    f"a batch of {n} models takes {n} states (one per model); got an "
+                    f"argument of shape {jnp.shape(x)}"
+                )
+    in_axes = (None if n is None else 0,) + tuple(None if x is None else 0 for x in arrays)
     return jax.vmap(fn, in_axes=in_axes)(model, *arrays)
+
+
+def _sharded(fn, devices, model, *arrays, **static):
+    """``fn(model, *arrays)`` with the batch split over ``devices`` (`jaxrbd._sharding`);
+    the model is shared, or split with the states when it is a `stack_models` batch."""
+    from ._sharding import shard_batch
+
+    in_axes = (None if n_models(model) is None else 0,) + (0,) * len(arrays)
+    return shard_batch(fn, devices, in_axes, model, *arrays, **static)
 
 
 # ----------------------------------------------------------------------------- dynamics
 
 
 def _fd(model, Q, QD, TAU, F_ext):
-    if is_coupled(model):
-        from ._aba import forward_dynamics as one
+    from ._aba import forward_dynamics
 
-        return _each_state(one, model, Q, QD, TAU, F_ext)
-    if n_models(model) is not None:
-        from ._aba import forward_dynamics as one
-
-        return _per_model(one, model, Q, QD, TAU, F_ext)
-    return _run(aba_batched, model, _batch(model, Q=Q, QD=QD, TAU=TAU), F_ext)
+    _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
+    return _vmap(forward_dynamics, model, Q, QD, TAU, F_ext)
 
 
 def _id(model, Q, QD, QDD, F_ext):
-    if is_coupled(model):
-        from ._rnea import inverse_dynamics as one
+    from ._rnea import inverse_dynamics
 
-        return _each_state(one, model, Q, QD, QDD, F_ext)
-    if n_models(model) is not None:
-        from ._rnea import inverse_dynamics as one
-
-        return _per_model(one, model, Q, QD, QDD, F_ext)
-    return _run(rnea_batched, model, _batch(model, Q=Q, QD=QD, QDD=QDD), F_ext)
+    _states(model, F_ext, Q=Q, QD=QD, QDD=QDD)
+    return _vmap(inverse_dynamics, model, Q, QD, QDD, F_ext)
 
 
 def _mm(model, Q):
-    if is_coupled(model):
-        from ._crba import mass_matrix as one
+    from ._crba import mass_matrix
 
-        return _each_state(one, model, Q)
-    if n_models(model) is not None:
-        from ._crba import mass_matrix as one
-
-        return _per_model(one, model, Q)
-    (q,) = _batch(model, Q=Q)
-    return jnp.moveaxis(_blocked(lambda q: crba_batched(model, q), (q,)), -1, 0)
+    _states(model, Q=Q)
+    return _vmap(mass_matrix, model, Q)
 
 
 _fd_jit, _id_jit, _mm_jit = _jit(_fd), _jit(_id), _jit(_mm)
 
 
-def forward_dynamics(model, Q, QD, TAU, F_ext=None):
+def forward_dynamics(model, Q, QD, TAU, F_ext=None, *, devices=None):
     """`jaxrbd.forward_dynamics` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)`, optional
-    `F_ext (N, nbodies, 6)` -> `(N, nv)`. `model` may be a `stack_models` batch of N."""
+    `F_ext (N, nbodies, 6)` -> `(N, nv)`. `model` may be a `stack_models` batch of N.
+    `devices` (``"all"`` or a sequence) splits the batch over those devices."""
+    if devices is not None:
+        _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)  # errors name the whole batch
+        return _sharded(_fd, devices, model, Q, QD, TAU, F_ext)
     return _fd_jit(model, Q, QD, TAU, F_ext)
 
 
-def inverse_dynamics(model, Q, QD, QDD, F_ext=None):
+def inverse_dynamics(model, Q, QD, QDD, F_ext=None, *, devices=None):
     """`jaxrbd.inverse_dynamics` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)`, optional
-    `F_ext (N, nbodies, 6)` -> `(N, nv)`. `model` may be a `stack_models` batch of N."""
+    `F_ext (N, nbodies, 6)` -> `(N, nv)`. `model` may be a `stack_models` batch of N.
+    `devices` (``"all"`` or a sequence) splits the batch over those devices."""
+    if devices is not None:
+        _states(model, F_ext, Q=Q, QD=QD, QDD=QDD)
+        return _sharded(_id, devices, model, Q, QD, QDD, F_ext)
     return _id_jit(model, Q, QD, QDD, F_ext)
 
 
-def mass_matrix(model, Q):
+def mass_matrix(model, Q, *, devices=None):
     """`jaxrbd.mass_matrix` for a batch: `Q (N, nq)` -> `(N, nv, nv)`. `model` may be a
-    `stack_models` batch of N."""
+    `stack_models` batch of N. `devices` (``"all"`` or a sequence) splits the batch over
+    those devices."""
+    if devices is not None:
+        _states(model, Q=Q)
+        return _sharded(_mm, devices, model, Q)
     return _mm_jit(model, Q)
 
 
@@ -208,94 +207,105 @@ def mass_matrix(model, Q):
 
 
 def _fd_derivs(model, Q, QD, TAU, F_ext):
-    from ._derivatives import fd_derivatives_batched, forward_dynamics_derivatives
+    from ._derivatives import forward_dynamics_derivatives
 
-    if is_coupled(model):
-        return _each_state(forward_dynamics_derivatives, model, Q, QD, TAU, F_ext)
-    if n_models(model) is not None:
-        return _per_model(forward_dynamics_derivatives, model, Q, QD, TAU, F_ext)
-    arrays = _batch(model, Q=Q, QD=QD, TAU=TAU)
-    F = _f_ext(model, F_ext, arrays[0].shape[1])
-    return fd_derivatives_batched(model, *arrays, *(() if F is None else (F,)))
+    _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
+    return _vmap(forward_dynamics_derivatives, model, Q, QD, TAU, F_ext)
 
 
 def _id_derivs(model, Q, QD, QDD, F_ext):
-    from ._derivatives import id_derivatives_batched, inverse_dynamics_derivatives
+    from ._derivatives import inverse_dynamics_derivatives
 
-    if is_coupled(model):
-        return _each_state(inverse_dynamics_derivatives, model, Q, QD, QDD, F_ext)
-    if n_models(model) is not None:
-        return _per_model(inverse_dynamics_derivatives, model, Q, QD, QDD, F_ext)
-    arrays = _batch(model, Q=Q, QD=QD, QDD=QDD)
-    F = _f_ext(model, F_ext, arrays[0].shape[1])
-    return id_derivatives_batched(model, *arrays, *(() if F is None else (F,)))
-
-
-def _states(model, **arrays):
-    """Check batch-first states against a single model (a stacked batch checks per model)."""
-    if n_models(model) is None:
-        _batch(model, **arrays)
+    _states(model, F_ext, Q=Q, QD=QD, QDD=QDD)
+    return _vmap(inverse_dynamics_derivatives, model, Q, QD, QDD, F_ext)
 
 
 def _fd_param(model, Q, QD, TAU, F_ext):
-    from ._derivatives import forward_dynamics_parameter_derivatives as one
+    from ._derivatives import forward_dynamics_parameter_derivatives
 
-    if n_models(model) is not None:
-        return _per_model(one, model, Q, QD, TAU, F_ext)
-    _states(model, Q=Q, QD=QD, TAU=TAU)
-    if F_ext is None:
-        return jax.vmap(lambda q, v, t: one(model, q, v, t))(Q, QD, TAU)
-    _f_ext(model, F_ext, Q.shape[0])
-    return jax.vmap(lambda q, v, t, f: one(model, q, v, t, f))(Q, QD, TAU, F_ext)
+    _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
+    return _vmap(forward_dynamics_parameter_derivatives, model, Q, QD, TAU, F_ext)
 
 
-def _id_param(model, Q, QD, QDD):
-    from ._derivatives import inverse_dynamics_parameter_derivatives as one
+def _regressor(model, Q, QD, QDD, armature):
+    from ._parameters import inverse_dynamics_regressor
 
-    if n_models(model) is not None:
-        return _per_model(one, model, Q, QD, QDD)
     _states(model, Q=Q, QD=QD, QDD=QDD)
-    return jax.vmap(lambda q, v, a: one(model, q, v, a))(Q, QD, QDD)
+    return _vmap(
+        lambda m, q, qd, qdd: inverse_dynamics_regressor(m, q, qd, qdd, armature=armature),
+        model, Q, QD, QDD,
+    )
 
 
 _fd_derivs_jit, _id_derivs_jit = _jit(_fd_derivs), _jit(_id_derivs)
-_fd_param_jit, _id_param_jit = _jit(_fd_param), _jit(_id_param)
+_fd_param_jit = _jit(_fd_param)
+_regressor_jit = _jit(_regressor, static_argnames="armature")
 
 
-def forward_dynamics_derivatives(model, Q, QD, TAU, F_ext=None):
+def forward_dynamics_derivatives(model, Q, QD, TAU, F_ext=None, *, devices=None):
     """`jaxrbd.forward_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)`,
     optional `F_ext (N, nbodies, 6)` -> `(dQDD_dQ, dQDD_dQD, dQDD_dTAU)`, each `(N, nv, nv)`.
-    `model` may be a `stack_models` batch of N."""
+    `model` may be a `stack_models` batch of N.
+    `devices` (``"all"`` or a sequence) splits the batch over those devices."""
+    if devices is not None:
+        _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
+        return _sharded(_fd_derivs, devices, model, Q, QD, TAU, F_ext)
     return _fd_derivs_jit(model, Q, QD, TAU, F_ext)
 
 
-def inverse_dynamics_derivatives(model, Q, QD, QDD, F_ext=None):
+def inverse_dynamics_derivatives(model, Q, QD, QDD, F_ext=None, *, devices=None):
     """`jaxrbd.inverse_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)`,
     optional `F_ext (N, nbodies, 6)` -> `(dTAU_dQ, dTAU_dQD, H)`, each `(N, nv, nv)`.
-    `model` may be a `stack_models` batch of N."""
+    `model` may be a `stack_models` batch of N.
+    `devices` (``"all"`` or a sequence) splits the batch over those devices."""
+    if devices is not None:
+        _states(model, F_ext, Q=Q, QD=QD, QDD=QDD)
+        return _sharded(_id_derivs, devices, model, Q, QD, QDD, F_ext)
     return _id_derivs_jit(model, Q, QD, QDD, F_ext)
 
 
-def forward_dynamics_parameter_derivatives(model, Q, QD, TAU, F_ext=None):
+def forward_dynamics_parameter_derivatives(model, Q, QD, TAU, F_ext=None, *, devices=None):
     """`jaxrbd.forward_dynamics_parameter_derivatives` for a batch: `Q (N, nq)`,
     `QD, TAU (N, nv)`, optional `F_ext (N, nbodies, 6)` -> `(N, nv, 10 nbodies)`
     (columns in the order of ``model.inertia.ravel()``). `model` may be a
     `stack_models` batch of N.
+    `devices` (``"all"`` or a sequence) splits the batch over those devices.
 
     Example:
         >>> Q = jnp.stack([q, q0, q1]); Z = jnp.zeros((3, model.nv))
         >>> jaxrbd.batched.forward_dynamics_parameter_derivatives(model, Q, Z, Z).shape
         (3, 9, 40)
     """
+    if devices is not None:
+        _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
+        return _sharded(_fd_param, devices, model, Q, QD, TAU, F_ext)
     return _fd_param_jit(model, Q, QD, TAU, F_ext)
 
 
+def inverse_dynamics_regressor(model, Q, QD, QDD, *, armature=False, devices=None):
+    """`jaxrbd.inverse_dynamics_regressor` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)` ->
+    `(N, nv, 10 nbodies)` (`(N, nv, 10 nbodies + nv)` with ``armature``). Stacking the
+    rows of a trajectory gives the least-squares matrix of parameter identification.
+    `model` may be a `stack_models` batch of N.
+    `devices` (``"all"`` or a sequence) splits the batch over those devices.
+
+    Example:
+        >>> Q = jnp.stack([q, q0, q1]); Z = jnp.zeros((3, model.nv))
+        >>> jaxrbd.batched.inverse_dynamics_regressor(model, Q, Z, Z).shape
+        (3, 9, 40)
+    """
+    if devices is not None:
+        _states(model, Q=Q, QD=QD, QDD=QDD)
+        return _sharded(_regressor, devices, model, Q, QD, QDD, armature=armature)
+    return _regressor_jit(model, Q, QD, QDD, armature=armature)
+
+
 def inverse_dynamics_parameter_derivatives(model, Q, QD, QDD):
-    """`jaxrbd.inverse_dynamics_parameter_derivatives` (the regressor) for a batch:
-    `Q (N, nq)`, `QD, QDD (N, nv)` -> `(N, nv, 10 nbodies)`. Stacking the rows of a
-    trajectory gives the least-squares matrix of parameter identification. `model` may be
-    a `stack_models` batch of N."""
-    return _id_param_jit(model, Q, QD, QDD)
+    """Deprecated alias of `jaxrbd.batched.inverse_dynamics_regressor` (the same
+    matrices); warns once (`DeprecationWarning`)."""
+    warn_deprecated("jaxrbd.batched.inverse_dynamics_parameter_derivatives",
+                    "jaxrbd.batched.inverse_dynamics_regressor")
+    return _regressor_jit(model, Q, QD, QDD, armature=False)
 
 
 # ----------------------------------------------------------------------------- contacts
@@ -304,23 +314,11 @@ def inverse_dynamics_parameter_derivatives(model, Q, QD, QDD):
 def _fdc(model, Q, QD, TAU, constraints, F_ext, method, check_rank, rcond):
     from ._contacts import forward_dynamics_contacts as one
 
-    kw = {"method": method, "check_rank": check_rank, "rcond": rcond}
-    if n_models(model) is not None:
-        return _per_model(
-            lambda m, q, v, t, f: one(m, q, v, t, constraints, f_ext=f, **kw),
-            model,
-            Q,
-            QD,
-            TAU,
-            F_ext,
-        )
-    _states(model, Q=Q, QD=QD, TAU=TAU)
-    if F_ext is not None:
-        _f_ext(model, F_ext, Q.shape[0])
-    return jax.vmap(
-        lambda q, v, t, f: one(model, q, v, t, constraints, f_ext=f, **kw),
-        in_axes=(0, 0, 0, None if F_ext is None else 0),
-    )(Q, QD, TAU, F_ext)
+    def f(m, q, v, t, fe):
+        return one(m, q, v, t, constraints, method, fe, check_rank=check_rank, rcond=rcond)
+
+    _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
+    return _vmap(f, model, Q, QD, TAU, F_ext)
 
 
 def _imp(model, Q, QD_minus, constraints, restitution, method, rcond):
@@ -329,10 +327,8 @@ def _imp(model, Q, QD_minus, constraints, restitution, method, rcond):
     def f(m, q, v):
         return one(m, q, v, constraints, restitution, method, return_impulses=True, rcond=rcond)
 
-    if n_models(model) is not None:
-        return _per_model(f, model, Q, QD_minus)
     _states(model, Q=Q, QD=QD_minus)
-    return jax.vmap(lambda q, v: f(model, q, v))(Q, QD_minus)
+    return _vmap(f, model, Q, QD_minus)
 
 
 _fdc_jit = _jit(_fdc, static_argnames=("method", "check_rank", "rcond"))
@@ -391,8 +387,8 @@ def rollout(
     `jax.sharding.Mesh` of `devices` (`jax.shard_map`, inputs placed with a
     `NamedSharding`); the batch is padded with copies of sample 0 to a multiple of the
     device count, and the padding is dropped from the results. Inside each device the
-    samples run in cache-sized blocks (`jaxrbd._vmap.CHUNK` on a CPU, the whole local
-    batch elsewhere), each block one vmapped rollout.
+    samples run in blocks sized for those devices (`jaxrbd._backend.block_size`), each
+    block one vmapped rollout.
     Results equal `jax.vmap(jaxrbd.rollout)` and do not depend on the device count.
 
     Args:

@@ -1,12 +1,13 @@
-"""Per-backend tuning of the batched kernels (`jaxrbd._vmap.on_cpu`).
+"""Per-backend tuning of the batched kernels, decided in `jaxrbd._backend`.
 
-On the CPU the batched kernels cut the batch into cache-sized blocks (`_vmap.CHUNK`) run
+On the CPU the batched kernels cut the batch into cache-sized blocks (`_backend.CHUNK`) run
 one after the other, step one tree node at a time, and keep LAPACK calls under XLA:CPU's
 threading threshold (`jaxrbd._linalg`). Off the CPU they take the whole batch at once and
 step level by level. CI has no GPU, so these tests make JAX report the default backend they need
 (``jax.default_backend`` patched to ``"cpu"`` or ``"gpu"`` while tracing, the arrays on
 whatever device there is) and check that each path is the one traced and that the
-accelerator path gives the CPU path's numbers. They pass on a GPU machine too.
+accelerator path gives the CPU path's numbers; an explicit device and `jax.default_device`
+take precedence over the default backend. They pass on a GPU machine too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from helpers import assert_allclose
 
 import jaxrbd
-from jaxrbd import _common, _linalg, _tree, _vmap
+from jaxrbd import _backend, _common, _jit, _linalg, _tree, _vmap
 
 B = 70  # more than two CPU blocks of 32, with padding
 
@@ -140,3 +141,70 @@ def test_accelerator_path_gives_the_cpu_numbers(cpu_results, gpu_backend):
             assert g.shape == w.shape, name
             scale = max(1.0, float(jnp.max(jnp.abs(w))))
             assert_allclose(g, w, rtol=0, atol=1e-10 * scale, name=f"{name}[{i}]")
+
+
+# ------------------------------------------------------------------ one module decides
+
+
+def test_explicit_device_wins_over_the_default_backend(monkeypatch):
+    """`jaxrbd._backend` follows an explicit device or platform name first."""
+    cpu = jax.devices("cpu")[0]
+    _report(monkeypatch, "gpu")
+    assert _backend.platform(cpu) == "cpu" and _backend.on_cpu("cpu")
+    assert _backend.block_size(device=cpu) == _backend.CHUNK
+    assert _backend.lapack_guard(cpu) and not _backend.lapack_guard()
+    assert _backend.traversal("auto", 4096, device=cpu) == "body"
+    assert _backend.traversal("auto", 4096, batch_width=2, device="cpu") == "level2"
+    assert _backend.traversal("auto", 4096) == "level"
+    _report(monkeypatch, "cpu")
+    assert _backend.platform("cuda") == "gpu" and not _backend.on_cpu("gpu")
+    assert _backend.block_size(device="gpu") is None
+    assert _backend.compiler_options("gpu") == {}
+    assert _backend.compiler_options(cpu) == jaxrbd.compiler_options()
+    assert _backend.traversal("body", 4096, device="gpu") == "body"  # explicit: kept
+    assert _backend.traversal("auto", 1, device="cpu") == "level"  # one state
+
+
+def test_the_default_device_wins_over_the_default_backend(monkeypatch, robots):
+    """Under `jax.default_device` the tuning follows that device, not the process default."""
+    model = robots["talos"].model
+    body = _tree.schedule(model.node_parent, "body").steps
+    _report(monkeypatch, "gpu")
+    with jax.default_device(jax.devices("cpu")[0]):
+        assert _backend.platform() == "cpu" and _vmap.default_chunk() == _vmap.CHUNK
+        assert np.array_equal(_common.sched(model, B=4096).steps, body)
+        assert "scan" in _lapack_jaxpr()
+        assert jaxrbd.compiler_options() == _backend.compiler_options("cpu") != {}
+    assert not _backend.on_cpu() and jaxrbd.compiler_options() == {}
+
+
+def test_jit_options_follow_the_platform_of_each_call(monkeypatch):
+    """`jaxrbd.jit` compiles once per platform, with that platform's options."""
+    opts = jaxrbd.compiler_options()  # its one-off check compile, before the spy
+    seen = []
+    real = jax.jit
+
+    def spy(fun, **kwargs):
+        seen.append(kwargs.get("compiler_options"))
+        return real(fun, **kwargs)
+
+    monkeypatch.setattr(_jit.jax, "jit", spy)
+    f = jaxrbd.jit(lambda x: 2 * x)
+    assert float(f(1.0)) == 2.0 and seen == [opts or None]
+    _report(monkeypatch, "gpu")  # the arrays stay on the CPU; only the options change
+    assert float(f(1.0)) == 2.0 and seen[-1] is None and len(seen) == 2
+    assert float(f(3.0)) == 6.0 and len(seen) == 2  # built once per platform
+
+
+def test_sharded_rollout_blocks_follow_its_devices(monkeypatch):
+    """`batched.rollout` sizes its blocks for the devices it is given, not for the default
+    backend: the same numbers either way."""
+    model = jaxrbd.models.chain(3)
+    Q0 = jnp.zeros((B, model.nq)); QD0 = jnp.zeros((B, model.nv))
+    TAU = jnp.ones((B, 4, model.nv))
+    want = jaxrbd.batched.rollout(model, Q0, QD0, TAU, 1e-3, "euler")
+    _report(monkeypatch, "gpu")
+    got = jaxrbd.batched.rollout(model, Q0, QD0, TAU, 1e-3, "euler",
+                                 devices=jax.devices("cpu"))
+    for g, w in zip(got, want):
+        assert_allclose(g, w, rtol=0, atol=0, name="rollout")

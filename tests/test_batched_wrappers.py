@@ -50,7 +50,7 @@ def test_contact_solves_and_impulses_equal_single_calls(setup):
 def test_parameter_sensitivities_equal_single_calls(setup):
     model, _, _, Q, QD, QDD, TAU = setup
     DP = batched.forward_dynamics_parameter_derivatives(model, Q, QD, TAU)
-    Y = batched.inverse_dynamics_parameter_derivatives(model, Q, QD, QDD)
+    Y = batched.inverse_dynamics_regressor(model, Q, QD, QDD)
     assert DP.shape == Y.shape == (N, model.nv, 10 * model.nbodies)
     for i in (0, N - 1):
         dp = _fdp1(model, Q[i], QD[i], TAU[i])
@@ -106,3 +106,14 @@ def test_errors(setup):
         batched.forward_dynamics(batched.stack_models(heavier), Q[:2], QD[:2], TAU[:2])
     with pytest.raises(ValueError, match="expected"):
         batched.forward_dynamics_contacts(model, Q[:, :2], QD, TAU, cs)
+
+
+def test_parameter_derivatives_name_is_a_deprecated_alias(setup, monkeypatch):
+    from jaxrbd import _common
+
+    model, _, _, Q, QD, QDD, _ = setup
+    monkeypatch.setattr(_common, "_WARNED", set())
+    with pytest.warns(DeprecationWarning, match="batched.inverse_dynamics_regressor"):
+        Y = batched.inverse_dynamics_parameter_derivatives(model, Q, QD, QDD)
+    assert_allclose(Y, batched.inverse_dynamics_regressor(model, Q, QD, QDD), rtol=0, atol=0,
+                    name="alias")

@@ -11,6 +11,8 @@ once per structure (module-level jits shared by the tests).
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -36,17 +38,19 @@ def _ours_nofext(model, q, qd, qdd, tau):
 
 
 def _id_jacfwd(model, q, qd, qdd, f_ext):
-    """``d ID / d(q tangent, qd)`` by forward-mode autodiff of `inverse_dynamics`."""
+    """``d ID / d(q tangent, qd)`` by forward-mode autodiff through the recursions of
+    `inverse_dynamics` (``derivatives="ad"``: not through its analytic JVP rule)."""
 
     def f(dq, qd):
-        return jaxrbd.inverse_dynamics(model, jaxrbd.integrate(model, q, dq), qd, qdd, f_ext)
+        return jaxrbd.inverse_dynamics(model, jaxrbd.integrate(model, q, dq), qd, qdd, f_ext,
+                                       derivatives="ad")
 
     return jax.jacfwd(f, argnums=(0, 1))(jnp.zeros(model.nv), qd)
 
 
 def _params(model, q, qd, qdd, tau, f_ext):
     return (
-        jaxrbd.inverse_dynamics_parameter_derivatives(model, q, qd, qdd),
+        jaxrbd.inverse_dynamics_regressor(model, q, qd, qdd),
         jaxrbd.forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext),
     )
 
@@ -56,7 +60,8 @@ def _with_inertia(model, I):
 
 
 def _regressor_jacfwd(model, q, qd, qdd):
-    Y = jax.jacfwd(lambda I: jaxrbd.inverse_dynamics(_with_inertia(model, I), q, qd, qdd))
+    Y = jax.jacfwd(lambda I: jaxrbd.inverse_dynamics(_with_inertia(model, I), q, qd, qdd,
+                                                     derivatives="ad"))
     return Y(model.inertia).reshape(model.nv, -1)
 
 
@@ -288,15 +293,22 @@ def test_parameter_derivatives(zoo, seed):
     )
 
 
-def test_regressor_equals_inverse_dynamics_regressor(zoo):
-    """Cross-check with the parameters module's regressor, where it exists."""
-    if not hasattr(jaxrbd, "inverse_dynamics_regressor"):
-        pytest.skip("jaxrbd.inverse_dynamics_regressor is not available")
+def test_parameter_derivatives_name_is_a_deprecated_alias(zoo, monkeypatch):
+    """`inverse_dynamics_parameter_derivatives` is `inverse_dynamics_regressor`, and says
+    so once per process."""
+    from jaxrbd import _common
+
+    monkeypatch.setattr(_common, "_WARNED", set())
     m = zoo["mixed"]
-    q, qd, qdd, tau, f_ext = _state(m, 0, "random")
-    Y, _ = PARAMS(m, q, qd, qdd, tau, f_ext)
-    other = jax.jit(jaxrbd.inverse_dynamics_regressor)(m, q, qd, qdd)
-    assert_allclose(Y, np.asarray(other).reshape(Y.shape), rtol=1e-10, name="vs regressor")
+    q, qd, qdd, _, _ = _state(m, 0, "random")
+    with pytest.warns(DeprecationWarning, match="inverse_dynamics_regressor"):
+        Y = jaxrbd.inverse_dynamics_parameter_derivatives(m, q, qd, qdd)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = jaxrbd.inverse_dynamics_parameter_derivatives(m, q, qd, qdd)
+    want = jaxrbd.inverse_dynamics_regressor(m, q, qd, qdd)
+    assert_allclose(Y, want, rtol=0, atol=0, name="alias")
+    assert_allclose(again, want, rtol=0, atol=0, name="alias, second call")
 
 
 def test_model_derivatives(zoo):
@@ -424,7 +436,7 @@ def test_errors(small):
     with pytest.raises(TypeError, match="q has dtype"):
         f(m, q.astype(jnp.complex64), qd, tau)
     with pytest.raises(ValueError, match="qd has shape"):
-        jaxrbd.inverse_dynamics_parameter_derivatives(m, q, qd[:1], qdd)
+        jaxrbd.inverse_dynamics_regressor(m, q, qd[:1], qdd)
     with pytest.raises(ValueError, match="tau has shape"):
         jaxrbd.forward_dynamics_parameter_derivatives(m, q, qd, tau[:1])
     with pytest.raises(ValueError, match="QD has shape"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxrbd
-from jaxrbd import _jit
+from jaxrbd import _backend, _jit
 
 
 @pytest.fixture(scope="module")
@@ -23,31 +23,34 @@ def humanoid_batch():
 
 
 def expected_options():
-    extra = _jit.AVX512_COMPILER_OPTIONS if _jit.host_has_avx512() else {}
-    return {**_jit.CPU_COMPILER_OPTIONS, **extra}
+    extra = _backend.AVX512_COMPILER_OPTIONS if _backend.host_has_avx512() else {}
+    return {**_backend.CPU_COMPILER_OPTIONS, **extra}
 
 
+@pytest.mark.perf
 def test_options_on_cpu():
     assert jax.default_backend() == "cpu"
     assert jaxrbd.compiler_options() == expected_options()
 
 
+@pytest.mark.perf
 def test_vector_width_follows_the_host(monkeypatch):
-    _jit._supported.cache_clear()
+    _backend._supported.cache_clear()
     try:
         for has, width in ((True, 512), (False, None)):
-            monkeypatch.setattr(_jit, "host_has_avx512", lambda has=has: has)
+            monkeypatch.setattr(_backend, "host_has_avx512", lambda has=has: has)
             opts = jaxrbd.compiler_options()
             assert opts.get("xla_cpu_prefer_vector_width") == width
             assert opts["xla_cpu_use_fusion_emitters"] is False
     finally:
-        _jit._supported.cache_clear()
+        _backend._supported.cache_clear()
 
 
+@pytest.mark.perf
 def test_avx512_detection_reads_numpy():
     umath = pytest.importorskip("numpy._core._multiarray_umath")  # NumPy 2
     __cpu_features__ = umath.__cpu_features__
-    assert _jit.host_has_avx512() == bool(__cpu_features__.get("AVX512F", False))
+    assert _backend.host_has_avx512() == bool(__cpu_features__.get("AVX512F", False))
 
 
 def test_same_results_as_jax_jit(humanoid_batch):
@@ -94,14 +97,14 @@ def test_options_reach_jax_jit(monkeypatch):
 
 
 def test_rejected_options_fall_back(monkeypatch):
-    monkeypatch.setattr(_jit, "CPU_COMPILER_OPTIONS", {"xla_not_an_option": 1})
-    _jit._supported.cache_clear()
+    monkeypatch.setattr(_backend, "CPU_COMPILER_OPTIONS", {"xla_not_an_option": 1})
+    _backend._supported.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="compiling with XLA's defaults"):
             assert jaxrbd.compiler_options() == {}
         assert float(jaxrbd.jit(lambda x: x + 1)(1.0)) == 2.0
     finally:
-        _jit._supported.cache_clear()
+        _backend._supported.cache_clear()
 
 
 def test_not_callable():

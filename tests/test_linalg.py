@@ -19,6 +19,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from helpers import assert_allclose
 
 import jaxrbd
@@ -123,6 +124,7 @@ def _lapack_calls(hlo: str):
     return out
 
 
+@pytest.mark.perf
 def test_every_lapack_call_of_a_vmapped_contact_solve_stays_on_one_thread():
     """Small batches of large systems (the CI hang: 20 reference samples, 44x44 KKT) and
     large batches of small ones."""

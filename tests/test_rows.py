@@ -1,7 +1,8 @@
 """Loop-free row placement (`jaxrbd._rows`) and in-place tree scans (`jaxrbd._tree.take`).
 
 Two XLA:CPU behaviours cost batched programs dearly and are checked here on the
-compiled HLO, since timings belong in `benchmarks/`:
+compiled HLO, since timings belong in `benchmarks/` (marked ``perf``: ``pytest -m perf``
+runs only these checks):
 
 * a scatter becomes a while loop with one iteration per index (the mass matrix of a
   20-body chain had two of 190), so placements on batches are gathers;
@@ -96,6 +97,8 @@ _PROGRAMS = {
     "inverse_dynamics": lambda m, q, v: jax.vmap(jaxrbd.inverse_dynamics, (None, 0, 0, 0))(m, q, v, v),
     "mass_matrix": lambda m, q, v: jax.vmap(jaxrbd.mass_matrix, (None, 0))(m, q),
     "minv_times": lambda m, q, v: jaxrbd.minv_times(m, q[0], v.T),  # 64 right-hand sides
+    "hybrid_dynamics": lambda m, q, v: jax.vmap(
+        lambda q, v: jaxrbd.hybrid_dynamics(m, q, v, v, v, prescribed=(0, 5)))(q, v),
     "forward_dynamics_derivatives": lambda m, q, v: jax.vmap(
         jaxrbd.forward_dynamics_derivatives, (None, 0, 0, 0, 0))(
         m, q, v, v, jnp.ones(q.shape[:1] + (m.nbodies, 6))),
@@ -151,6 +154,7 @@ def _scatter_loops(loops, batched):
             if re.search(r"scatter(-add)?$", op) and batched.search(state)]
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("name", list(_PROGRAMS))
 def test_no_scatter_loops_over_batched_arrays(chain_hlo, name):
     """A scatter over per-node or per-entry indices of a batched array would run one loop
@@ -162,6 +166,7 @@ def test_no_scatter_loops_over_batched_arrays(chain_hlo, name):
     assert not bad, f"{name}: scatter loops over batched arrays {bad}"
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("name", list(_PROGRAMS))
 def test_tree_scans_update_their_buffers_in_place(chain_hlo, name):
     """No step of a tree scan (a loop of ~20 steps on a 20-body chain) copies a per-node
@@ -189,13 +194,12 @@ _MIXED_PROGRAMS = {
         jaxrbd.inverse_dynamics_derivatives, _V4)(m, q, v, v),
     "forward_dynamics_parameter_derivatives": lambda m, q, v: jax.vmap(
         jaxrbd.forward_dynamics_parameter_derivatives, _V4)(m, q, v, v),
-    "inverse_dynamics_parameter_derivatives": lambda m, q, v: jax.vmap(
-        jaxrbd.inverse_dynamics_parameter_derivatives, _V4)(m, q, v, v),
     "inverse_dynamics_regressor": lambda m, q, v: jax.vmap(
         jaxrbd.inverse_dynamics_regressor, _V4)(m, q, v, v),
 }
 
 
+@pytest.mark.perf
 def test_no_scatter_loops_on_the_rarer_paths(zoo):
     """The ``mixed`` tree (free base, ball, fixed body, Euler joint), 64 states: no scatter
     loop over an array with the states in a block's trailing axis or, in the derivatives'

@@ -1,0 +1,334 @@
+"""JVP rules of the dynamics built on the analytic derivative passes.
+
+`forward_dynamics`, `inverse_dynamics` (so `bias_forces` and `gravity_forces`),
+`mass_matrix` and `minv_times` are differentiated by `jax.custom_jvp` rules whose
+tangents come from the matrices of `jaxrbd._derivatives` (Carpentier & Mansard 2018)
+instead of forward-mode AD through the recursions:
+
+* ``q``: the coordinate tangent ``dq`` (R^nq) is mapped to the manifold tangent of the
+  analytic derivatives (`tangent_of_coordinates`), then multiplied by ``d f / dq``;
+* ``qd``, ``tau`` / ``qdd``: ``d f / dqd`` and ``H^-1`` / ``H`` times the tangent;
+* ``f_ext``: the generalized force of the tangent (RNEA at rest without gravity, O(n),
+  linear), through ``H^-1`` for forward dynamics;
+* the model's leaves: forward-mode AD of the plain implementation in the model alone.
+
+The derivative matrices depend on the primal point only, so under `jax.jacfwd` (a vmap
+over tangents) they are computed once; the tangent parts are matrix products and linear
+recursions, which JAX transposes for `jax.grad` / `jax.jacrev`. Symbolic zeros
+(``defjvp(..., symbolic_zeros=True)``) skip the work of absent tangents. Second derivatives
+differentiate through the rules (AD of the analytic derivative code).
+
+``mass_matrix``: ``dH / dq`` along a tangent is the tangent derivative of
+``H(q) e_j = RNEA(q, 0, e_j)`` without gravity, so one batched evaluation of the RNEA
+derivatives at the ``nv`` unit accelerations gives the ``(nv, nv, nv)`` tensor
+(O(nv^3) per primal point; O(nv^3) per tangent to contract). `minv_times` uses the same
+identity per right-hand side: ``d(H^-1 b) = H^-1 (db - dH x)`` with
+``dH x = d RNEA(q, 0, x) / dq`` (no gravity).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.custom_derivatives import SymbolicZero
+
+from . import _derivatives as _d
+from ._aba import _aba, _aba_f, minv_times_batched
+from ._configuration import _blocks, _euclidean_maps
+from ._crba import _crba
+from ._rnea import _rnea, _rnea_f, rnea_batched
+from ._rotation import quat_to_R
+
+__all__ = [
+    "DERIVATIVES",
+    "check_derivatives",
+    "forward_dynamics",
+    "inverse_dynamics",
+    "mass_matrix",
+    "minv_times",
+    "tangent_of_coordinates",
+]
+
+#: The values of the ``derivatives=`` keyword of the public dynamics functions.
+DERIVATIVES = ("analytic", "ad")
+
+
+def check_derivatives(derivatives):
+    """``derivatives`` if it is one of `DERIVATIVES`, else a ValueError naming it."""
+    if not isinstance(derivatives, str) or derivatives not in DERIVATIVES:
+        raise ValueError(f"derivatives {derivatives!r}, expected 'analytic' or 'ad'")
+    return derivatives
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _zero(t):
+    return t is None or isinstance(t, SymbolicZero)
+
+
+def _precision(x):
+    # float64 ignores the precision; float32 must not drop to TF32/bf16
+    return "highest" if x.dtype == jnp.float32 else None
+
+
+def _mv(A, x):
+    return jnp.matmul(A, x, precision=_precision(A))
+
+
+def _total(terms, like):
+    """The sum of the non-None ``terms``; zeros like ``like`` when there are none."""
+    terms = [t for t in terms if t is not None]
+    if not terms:
+        return jnp.zeros_like(like)
+    return functools.reduce(jnp.add, terms)
+
+
+def _model_tangent(model, dmodel):
+    """``dmodel`` with its symbolic zeros made arrays, or None when every leaf is zero."""
+    leaves = jax.tree_util.tree_leaves(dmodel, is_leaf=_zero)
+    if all(_zero(t) for t in leaves):
+        return None
+    return jax.tree_util.tree_map(
+        lambda t, p: jnp.zeros_like(p) if _zero(t) else t, dmodel, model, is_leaf=_zero
+    )
+
+
+def _model_jvp(f, model, dmodel):
+    """The tangent of ``f(model)`` along ``dmodel`` by forward-mode AD (None if zero)."""
+    dm = _model_tangent(model, dmodel)
+    return None if dm is None else jax.jvp(f, (model,), (dm,))[1]
+
+
+def tangent_of_coordinates(model, q, dq):
+    """The manifold tangent ``(nv,)`` of a coordinate tangent ``dq (nq,)`` at ``q``.
+
+    The exact linear map under which ``jvp(f, q, dq) == (d f / dq) @ v`` for the tangent-
+    space derivatives of `jaxrbd.forward_dynamics_derivatives` (``integrate``'s
+    directions). The dynamics see a quaternion ``a`` only through ``a / |a|`` and
+    ``integrate`` moves ``a`` to ``a exp(w) / |a|``, so with ``a`` not necessarily unit
+    ``w = 2 vec(conj(a) da) / |a|^2`` (the radial part of ``da`` gives zero), and a free
+    joint's position ``p`` moves by ``R(a) v_lin``, so ``v_lin = R(a)^T dp``. Every other
+    coordinate is its own tangent.
+    """
+    idx, parts = [], []
+    qi, vi = _euclidean_maps(model)
+    if len(qi):
+        idx.append(vi)
+        parts.append(dq[qi])
+    for kind, off in (("spherical", 0), ("free", 3)):
+        qs, vs = _blocks(model, (kind,))
+        if not len(qs):
+            continue
+        k4 = qs[:, None] + off + np.arange(4)
+        a, da = q[k4], dq[k4]  # (J, 4)
+        aw, av, dw, dv = a[:, :1], a[:, 1:], da[:, :1], da[:, 1:]
+        w = 2.0 * (aw * dv - dw * av - jnp.cross(av, dv)) / jnp.sum(a * a, axis=1, keepdims=True)
+        idx.append((vs[:, None] + np.arange(3)).reshape(-1))
+        parts.append(w.reshape(-1))
+        if kind == "free":
+            R = quat_to_R(a[..., None])[..., 0]  # (J, 3, 3), child -> parent
+            dp = dq[qs[:, None] + np.arange(3)]
+            idx.append((vs[:, None] + 3 + np.arange(3)).reshape(-1))
+            parts.append(jnp.einsum("jki,jk->ji", R, dp).reshape(-1))
+    if not parts:
+        return jnp.zeros((model.nv,), dq.dtype)
+    order = np.argsort(np.concatenate(idx), kind="stable")
+    return jnp.concatenate(parts)[order]
+
+
+def _fext_tau(model, q, df):
+    """``ID(q, 0, 0, df)`` without gravity: minus the generalized force of ``df``, linear."""
+    z = jnp.zeros((model.nv, 1), q.dtype)
+    return rnea_batched(model, q[:, None], z, z, df[..., None], gravity=False)[:, 0]
+
+
+def _minv_dense(model, q):
+    return minv_times_batched(model, q[:, None], jnp.eye(model.nv, dtype=q.dtype))
+
+
+def _no_gravity(model):
+    return eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+
+
+def _dHx(model, q, x):
+    """``d (H(q) x_k) / d(q tangent)`` for the columns ``x_k`` of ``x (nv, K)``: ``(K, nv, nv)``.
+
+    ``H(q) x = RNEA(q, 0, x)`` without gravity (armature does not depend on ``q``), so it is
+    the analytic ``d tau / dq`` of that RNEA, batched over the ``K`` columns.
+    """
+    m0 = _no_gravity(model)
+    zero = jnp.zeros((model.nv,), q.dtype)
+    return jax.vmap(lambda xk: _d.inverse_dynamics_derivatives(m0, q, zero, xk)[0], in_axes=1)(x)
+
+
+# ------------------------------------------------------------------ AD paths (primal)
+
+
+def forward_dynamics_ad(model, q, qd, tau, f_ext, method):
+    """`jaxrbd.forward_dynamics` for checked arguments, differentiated by AD."""
+    if method == "crba":
+        from ._linalg import cho_solve, cholesky
+
+        H = mass_matrix_ad(model, q)
+        C = inverse_dynamics_ad(model, q, qd, jnp.zeros_like(qd), f_ext)
+        return cho_solve(cholesky(H), tau - C)
+    return _aba(model, q, qd, tau) if f_ext is None else _aba_f(model, q, qd, tau, f_ext)
+
+
+def inverse_dynamics_ad(model, q, qd, qdd, f_ext):
+    """`jaxrbd.inverse_dynamics` for checked arguments, differentiated by AD."""
+    return _rnea(model, q, qd, qdd) if f_ext is None else _rnea_f(model, q, qd, qdd, f_ext)
+
+
+def mass_matrix_ad(model, q):
+    """`jaxrbd.mass_matrix` for a checked ``q``, differentiated by AD."""
+    return _crba(model, q)
+
+
+def minv_times_ad(model, q, tau):
+    """``H(q)^-1 tau`` for a checked ``q`` and ``tau (nv, K)``, differentiated by AD."""
+    return minv_times_batched(model, q[:, None], tau)
+
+
+# ------------------------------------------------------------------ forward dynamics
+
+
+def _fd_jvp(method, primals, tangents):
+    model, q, qd, tau, f_ext = primals
+    dmodel, dq, dqd, dtau, df = tangents
+    qdd = forward_dynamics_ad(model, q, qd, tau, f_ext, method)
+    rhs = [None if _zero(dtau) else dtau,
+           None if f_ext is None or _zero(df) else -_fext_tau(model, q, df)]
+    rhs = None if all(r is None for r in rhs) else _total(rhs, tau)
+    terms = []
+    if not (_zero(dq) and _zero(dqd)):
+        Jq, Jv, Minv = _d.forward_dynamics_derivatives(model, q, qd, tau, f_ext)
+        if not _zero(dq):
+            terms.append(_mv(Jq, tangent_of_coordinates(model, q, dq)))
+        if not _zero(dqd):
+            terms.append(_mv(Jv, dqd))
+    elif rhs is not None:
+        Minv = _minv_dense(model, q)
+    if rhs is not None:
+        terms.append(_mv(Minv, rhs))
+    terms.append(_model_jvp(lambda m: forward_dynamics_ad(m, q, qd, tau, f_ext, method),
+                            model, dmodel))
+    return qdd, _total(terms, qdd)
+
+
+def _make_fd(method):
+    @jax.custom_jvp
+    def fd(model, q, qd, tau, f_ext):
+        return forward_dynamics_ad(model, q, qd, tau, f_ext, method)
+
+    fd.defjvp(functools.partial(_fd_jvp, method), symbolic_zeros=True)
+    return fd
+
+
+_FD = {method: _make_fd(method) for method in ("aba", "crba")}
+
+
+def forward_dynamics(model, q, qd, tau, f_ext, method):
+    """`jaxrbd.forward_dynamics` for checked arguments, with the analytic JVP rule."""
+    return _FD[method](model, q, qd, tau, f_ext)
+
+
+# ------------------------------------------------------------------ inverse dynamics
+
+
+@jax.custom_jvp
+def _id(model, q, qd, qdd, f_ext):
+    return inverse_dynamics_ad(model, q, qd, qdd, f_ext)
+
+
+@functools.partial(_id.defjvp, symbolic_zeros=True)
+def _id_jvp(primals, tangents):
+    model, q, qd, qdd, f_ext = primals
+    dmodel, dq, dqd, dqdd, df = tangents
+    tau = inverse_dynamics_ad(model, q, qd, qdd, f_ext)
+    terms = []
+    if not (_zero(dq) and _zero(dqd)):
+        Jq, Jv, H = _d.inverse_dynamics_derivatives(model, q, qd, qdd, f_ext)
+        if not _zero(dq):
+            terms.append(_mv(Jq, tangent_of_coordinates(model, q, dq)))
+        if not _zero(dqd):
+            terms.append(_mv(Jv, dqd))
+    elif not _zero(dqdd):
+        H = _crba(model, q)
+    if not _zero(dqdd):
+        terms.append(_mv(H, dqdd))
+    if f_ext is not None and not _zero(df):
+        terms.append(_fext_tau(model, q, df))
+    terms.append(_model_jvp(lambda m: inverse_dynamics_ad(m, q, qd, qdd, f_ext), model, dmodel))
+    return tau, _total(terms, tau)
+
+
+def inverse_dynamics(model, q, qd, qdd, f_ext):
+    """`jaxrbd.inverse_dynamics` for checked arguments, with the analytic JVP rule."""
+    return _id(model, q, qd, qdd, f_ext)
+
+
+# ------------------------------------------------------------------ mass matrix
+
+
+@jax.custom_jvp
+def _mm(model, q):
+    return mass_matrix_ad(model, q)
+
+
+@functools.partial(_mm.defjvp, symbolic_zeros=True)
+def _mm_jvp(primals, tangents):
+    model, q = primals
+    dmodel, dq = tangents
+    H = mass_matrix_ad(model, q)
+    terms = []
+    if not _zero(dq):
+        # G[j, i, k] = d H[i, j] / d(tangent k): the columns H e_j differentiated
+        G = _dHx(model, q, jnp.eye(model.nv, dtype=q.dtype))
+        dH = jnp.einsum("jik,k->ij", G, tangent_of_coordinates(model, q, dq),
+                        precision=_precision(G))
+        terms.append(0.5 * (dH + dH.T))  # symmetric up to rounding; make it exact
+    terms.append(_model_jvp(lambda m: mass_matrix_ad(m, q), model, dmodel))
+    return H, _total(terms, H)
+
+
+def mass_matrix(model, q):
+    """`jaxrbd.mass_matrix` for a checked ``q``, with the analytic JVP rule."""
+    return _mm(model, q)
+
+
+# ------------------------------------------------------------------ H^-1 times
+
+
+@jax.custom_jvp
+def _minv(model, q, tau):
+    return minv_times_ad(model, q, tau)
+
+
+@functools.partial(_minv.defjvp, symbolic_zeros=True)
+def _minv_jvp(primals, tangents):
+    model, q, tau = primals
+    dmodel, dq, dtau = tangents
+    x = minv_times_ad(model, q, tau)
+    rhs = []
+    if not _zero(dtau):
+        rhs.append(dtau)
+    if not _zero(dq):
+        Gx = _dHx(model, q, x)  # (K, nv, nv)
+        t = tangent_of_coordinates(model, q, dq)
+        rhs.append(-jnp.einsum("kij,j->ik", Gx, t, precision=_precision(Gx)))
+    terms = []
+    if rhs:
+        terms.append(_mv(_minv_dense(model, q), _total(rhs, tau)))
+    terms.append(_model_jvp(lambda m: minv_times_ad(m, q, tau), model, dmodel))
+    return x, _total(terms, x)
+
+
+def minv_times(model, q, tau):
+    """``H(q)^-1 tau`` for a checked ``q`` and ``tau (nv, K)``, with the analytic JVP rule."""
+    return _minv(model, q, tau)

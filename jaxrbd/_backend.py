@@ -1,0 +1,169 @@
+"""Backend tuning: the one place that decides how jaxrbd's work is cut and compiled for
+the device it runs on.
+
+Each decision is taken at trace time, from an explicit ``device`` argument (a
+`jax.Device` or a platform name such as ``"cpu"`` or ``"gpu"``) where the caller has one,
+else from the device the computation runs on: the one `jax.default_device` names (the
+context manager or the ``jax_default_device`` option), else JAX's default backend.
+
+* **Block size** (`block_size`). On a CPU the batched kernels run the batch in blocks of
+  `CHUNK` samples, one after the other (`jaxrbd._vmap.blocked`): a block keeps every
+  per-node buffer in the cache. On an accelerator every iteration of the loop over
+  blocks costs kernel launches, so the whole batch is one block.
+* **Traversal** (`traversal`). ``Model.traversal == "auto"`` steps one tree node at a
+  time on a CPU batch (in-place row updates), and level by level for one state and on
+  accelerators, where a level's nodes for the whole batch run in the same kernels and
+  each sequential step costs launches.
+* **Compiler options** (`compiler_options`). On a CPU, `jaxrbd.jit` compiles with
+  `CPU_COMPILER_OPTIONS`, plus `AVX512_COMPILER_OPTIONS` on hosts with AVX-512: XLA:CPU's
+  newer fusion emitters split the body of jaxrbd's tree scans into more, smaller
+  kernels, each of which costs runtime overhead per scan step, and 512-bit vectors cover
+  a block's samples in half the instructions. Elsewhere there are none.
+* **LAPACK guard** (`lapack_guard`). XLA:CPU's LAPACK kernels can deadlock when two of
+  them split batches over the thread pool at once (`jaxrbd._linalg`); the guard keeps
+  every call below the splitting threshold whenever the work runs on a CPU.
+
+The figures behind these choices are in ``benchmarks/LOG.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import jax
+
+__all__ = [
+    "AVX512_COMPILER_OPTIONS",
+    "CHUNK",
+    "CPU_COMPILER_OPTIONS",
+    "block_size",
+    "compiler_options",
+    "host_has_avx512",
+    "lapack_guard",
+    "on_cpu",
+    "platform",
+    "traversal",
+]
+
+#: Samples per block of the batched kernels on a CPU: small enough that a block's
+#: per-node buffers stay in the cache.
+CHUNK = 32
+
+#: XLA options `jaxrbd.jit` adds on a CPU (see the module docstring).
+CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+#: XLA options added on top of `CPU_COMPILER_OPTIONS` when the host CPU has AVX-512
+#: (`host_has_avx512`); ``{"xla_cpu_prefer_vector_width": 256}`` passed to `jaxrbd.jit`
+#: opts out (e.g. on chips that lower their clock for 512-bit work).
+AVX512_COMPILER_OPTIONS = {"xla_cpu_prefer_vector_width": 512}
+
+# platform names that `jax.default_device` and `jax.devices` accept for a GPU
+_GPU_NAMES = ("cuda", "rocm")
+
+
+def platform(device=None) -> str:
+    """The platform (``"cpu"``, ``"gpu"``, ``"tpu"``, ...) the tuning follows.
+
+    Args:
+        device: a `jax.Device`, a platform name, or ``None``: the device the computation
+            runs on (`jax.default_device` if set, else JAX's default backend).
+    """
+    if device is None:
+        device = jax.config.jax_default_device
+        if device is None:
+            return jax.default_backend()
+    if isinstance(device, str):
+        return "gpu" if device in _GPU_NAMES else device
+    return device.platform
+
+
+def on_cpu(device=None) -> bool:
+    """Whether the work runs on a CPU (`platform`)."""
+    return platform(device) == "cpu"
+
+
+def block_size(cpu_chunk: int = CHUNK, device=None) -> int | None:
+    """Samples per block: ``cpu_chunk`` on a CPU, ``None`` (the whole batch) elsewhere."""
+    return cpu_chunk if on_cpu(device) else None
+
+
+def traversal(model_traversal: str, B: int, batch_width: int = 1, device=None) -> str:
+    """The schedule (`jaxrbd._tree.schedule`) for ``Model.traversal``, ``B`` states.
+
+    An explicit traversal is kept. ``"auto"`` is ``"level"`` for one state (fewest
+    sequential steps) and off the CPU; on a CPU batch, ``batch_width`` nodes per step
+    (``1``: ``"body"``, no padding and in-place updates).
+    """
+    if model_traversal != "auto":
+        return model_traversal
+    if B == 1 or not on_cpu(device):
+        return "level"
+    return "body" if batch_width == 1 else f"level{batch_width}"
+
+
+def lapack_guard(device=None) -> bool:
+    """Whether batched LAPACK calls are cut below XLA:CPU's threading threshold: on
+    whenever the work runs on a CPU (`jaxrbd._linalg`)."""
+    return on_cpu(device)
+
+
+# ---------------------------------------------------------------- compiler options
+
+
+@functools.cache
+def host_has_avx512() -> bool:
+    """Whether this machine's CPU has AVX-512F, as NumPy's runtime dispatch detects it
+    (False where that table cannot be read)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:  # NumPy 1.x
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__
+        except ImportError:
+            return False
+    return bool(__cpu_features__.get("AVX512F", False))
+
+
+def _cpu_options() -> dict:
+    extra = AVX512_COMPILER_OPTIONS if host_has_avx512() else {}
+    return {**CPU_COMPILER_OPTIONS, **extra}
+
+
+@functools.cache
+def _supported() -> bool:
+    """Whether this jax/jaxlib accepts jaxrbd's CPU options (one tiny compile, once)."""
+    options = _cpu_options()
+    try:
+        with jax.default_device(jax.devices("cpu")[0]):
+            jax.jit(lambda x: x + 1, compiler_options=options).lower(1.0).compile()
+    except (TypeError, ValueError, RuntimeError) as e:  # XLA without the option (a
+        # JaxRuntimeError), a jax.jit without the argument (TypeError), no CPU backend
+        warnings.warn(
+            f"jaxrbd.jit: this jax/jaxlib rejects the compiler options {options} "
+            f"({type(e).__name__}: {e}); compiling with XLA's defaults",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    return True
+
+
+def compiler_options(device=None) -> dict:
+    """The XLA compiler options `jaxrbd.jit` uses for ``device``.
+
+    `CPU_COMPILER_OPTIONS` (and `AVX512_COMPILER_OPTIONS` on a CPU with AVX-512) when
+    the work runs on a CPU (`platform`) and this jaxlib accepts them, otherwise ``{}``.
+    Calling it initialises JAX's backend.
+
+    Args:
+        device: a `jax.Device`, a platform name or ``None`` (the device the computation
+            runs on: `jax.default_device` if set, else JAX's default backend).
+
+    Example:
+        >>> opts = jaxrbd.compiler_options()   # e.g. {'xla_cpu_use_fusion_emitters': False}
+        >>> f = jax.jit(jaxrbd.mass_matrix, compiler_options=opts)
+    """
+    if not on_cpu(device) or not _supported():
+        return {}
+    return _cpu_options()
