@@ -34,11 +34,8 @@ from ._vmap import native_vmap
 __all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"]
 
 #: Nodes per step of the articulated-body passes on batches under ``traversal="auto"``
-#: (see `jaxrbd._common.sched`). Two until the inertia step shrank from 34 to 21 XLA
-#: kernels (see `_inertia_pass`); since then one node per step (in-place slices, no
-#: width-2 scatter loops) is faster on talos (4096 states, 2-core VM, interleaved:
-#: median 10.4-10.7 against 11.7-12.2 us per state; min 9.3-10.2 against 9.0-9.2) and
-#: equal on solo12 (5.8-6.1 us).
+#: (see `jaxrbd._backend.traversal`): one node per step updates the carried buffer in
+#: place, without the scatter loops of wider steps (measurements: benchmarks/LOG.md).
 ABA_WIDTH = 1
 
 
@@ -177,13 +174,8 @@ def _inertia_pass(s, E, r, S, Ic, arm, c=None, pA=None, tau=None, root=0):
         xs += (pad(c, s), pad(tau, s))
 
     # Each step's per-step outputs go out as ONE stacked array ``[U; Dinv; u]`` (split
-    # after the scan): as three, each was written by a kernel of its own, and XLA split
-    # the step into more kernels around them. With `al.rx_mm` in `al.XT_blocks_X` and
-    # D from U's halves (`_project`) the talos step went from 34 to 21 kernels and
-    # vmapped forward dynamics from 12.0-14.8 to 10.1-11.1 us per state (4096 states,
-    # 2-core VM): each kernel of a scan step costs ~0.1-0.25 us of XLA:CPU runtime
-    # overhead once a step has more than 8 of them (its thunk executor then runs them
-    # as a concurrent graph instead of in sequence).
+    # after the scan): as three, each would be written by a kernel of its own, and every
+    # kernel of a scan step costs XLA:CPU runtime overhead per step (benchmarks/LOG.md).
     def step(buf, idx, par, x):
         Ei, ri, Si, armi = x[:4]
         A, Bk, C, pi = _unpack(take(buf, idx, once=True))
@@ -296,8 +288,8 @@ def aba_batched(model, q, qd, tau, f_ext=None):
     return _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world, root)
 
 
-_aba = native_vmap(lambda m, q, qd, tau: aba_batched(m, q, qd, tau))
-_aba_f = native_vmap(lambda m, q, qd, tau, f: aba_batched(m, q, qd, tau, f))
+#: single-state ABA; ``f_ext`` may be None (`native_vmap`'s optional arguments)
+_aba = native_vmap(aba_batched)
 
 
 def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba", *, derivatives="analytic"):

@@ -37,10 +37,10 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from . import _derivatives as _d
-from ._aba import _aba, _aba_f, minv_times_batched
+from ._aba import _aba, minv_times_batched
 from ._configuration import _blocks, _euclidean_maps
 from ._crba import _crba
-from ._rnea import _rnea, _rnea_f, rnea_batched
+from ._rnea import _rnea, rnea_batched
 from ._rotation import quat_to_R
 
 __all__ = [
@@ -177,12 +177,12 @@ def forward_dynamics_ad(model, q, qd, tau, f_ext, method):
         H = mass_matrix_ad(model, q)
         C = inverse_dynamics_ad(model, q, qd, jnp.zeros_like(qd), f_ext)
         return cho_solve(cholesky(H), tau - C)
-    return _aba(model, q, qd, tau) if f_ext is None else _aba_f(model, q, qd, tau, f_ext)
+    return _aba(model, q, qd, tau, f_ext)
 
 
 def inverse_dynamics_ad(model, q, qd, qdd, f_ext):
     """`jaxrbd.inverse_dynamics` for checked arguments, differentiated by AD."""
-    return _rnea(model, q, qd, qdd) if f_ext is None else _rnea_f(model, q, qd, qdd, f_ext)
+    return _rnea(model, q, qd, qdd, f_ext)
 
 
 def mass_matrix_ad(model, q):

@@ -48,10 +48,8 @@ def crba_batched(model, q):
         cur, anc, rows, steps, cols = _walk_tables(s)
 
         # The rows of E, r and S each walk step needs are gathered inside the step:
-        # gathering them for all steps up front materialised (max_depth - 1) copies of
-        # the per-node arrays per block (talos ~2 MB). In-step gathers, 4096 states on
-        # the 2-core VM, interleaved: talos 23.8-24.4 -> 20.1-21.4 us per state (min of
-        # 20 calls), chain100 244-319 -> 156-172 us and its compile 2.5-2.8 -> 1.3-1.6 s.
+        # gathering them for all steps up front materialises (max_depth - 1) copies of
+        # the per-node arrays per block (measurements: benchmarks/LOG.md).
         def step(F, x):
             c, a = x
             F = al.XT_force(E.at[c].get(mode="promise_in_bounds"),

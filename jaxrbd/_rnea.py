@@ -49,8 +49,8 @@ def rnea_batched(model, q, qd, qdd, f_ext=None, gravity=True):
     return al.dot(S, f)[1:] + model.armature[:, None] * qdd
 
 
-_rnea = native_vmap(lambda m, q, qd, qdd: rnea_batched(m, q, qd, qdd))
-_rnea_f = native_vmap(lambda m, q, qd, qdd, f: rnea_batched(m, q, qd, qdd, f))
+#: single-state RNEA; ``f_ext`` may be None (`native_vmap`'s optional arguments)
+_rnea = native_vmap(rnea_batched)
 
 
 def _single(model, q, qd, qdd, f_ext, gravity, derivatives="analytic"):
@@ -60,9 +60,7 @@ def _single(model, q, qd, qdd, f_ext, gravity, derivatives="analytic"):
 
     if rules.check_derivatives(derivatives) == "analytic":
         return rules.inverse_dynamics(model, q, qd, qdd, f_ext)
-    if f_ext is None:
-        return _rnea(model, q, qd, qdd)
-    return _rnea_f(model, q, qd, qdd, f_ext)
+    return _rnea(model, q, qd, qdd, f_ext)
 
 
 def inverse_dynamics(model, q, qd, qdd, f_ext=None, *, derivatives="analytic"):
