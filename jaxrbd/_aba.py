@@ -288,8 +288,9 @@ def aba_batched(model, q, qd, tau, f_ext=None):
     return _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world, root)
 
 
-#: single-state ABA; ``f_ext`` may be None (`native_vmap`'s optional arguments)
-_aba = native_vmap(aba_batched)
+#: single-state ABA; ``f_ext`` may be None (`native_vmap`'s optional arguments). The
+#: lambda looks `aba_batched` up at each trace, so a patched module function is used.
+_aba = native_vmap(lambda m, q, qd, tau, f: aba_batched(m, q, qd, tau, f))
 
 
 def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba", *, derivatives="analytic"):

@@ -49,8 +49,9 @@ def rnea_batched(model, q, qd, qdd, f_ext=None, gravity=True):
     return al.dot(S, f)[1:] + model.armature[:, None] * qdd
 
 
-#: single-state RNEA; ``f_ext`` may be None (`native_vmap`'s optional arguments)
-_rnea = native_vmap(rnea_batched)
+#: single-state RNEA; ``f_ext`` may be None (`native_vmap`'s optional arguments). The
+#: lambda looks `rnea_batched` up at each trace, so a patched module function is used.
+_rnea = native_vmap(lambda m, q, qd, qdd, f: rnea_batched(m, q, qd, qdd, f))
 
 
 def _single(model, q, qd, qdd, f_ext, gravity, derivatives="analytic"):
