@@ -43,6 +43,43 @@ def _euclidean_maps(model):
     return np.array(qi, dtype=np.int64), np.array(vi, dtype=np.int64)
 
 
+def tangent_of_coordinates(model, q, dq):
+    """The manifold tangent ``(nv,)`` of a coordinate tangent ``dq (nq,)`` at ``q``.
+
+    The exact linear map under which ``jvp(f, q, dq) == (d f / dq) @ v`` for the tangent-
+    space derivatives of `jaxrbd.forward_dynamics_derivatives` (``integrate``'s
+    directions). The dynamics see a quaternion ``a`` only through ``a / |a|`` and
+    ``integrate`` moves ``a`` to ``a exp(w) / |a|``, so with ``a`` not necessarily unit
+    ``w = 2 vec(conj(a) da) / |a|^2`` (the radial part of ``da`` gives zero), and a free
+    joint's position ``p`` moves by ``R(a) v_lin``, so ``v_lin = R(a)^T dp``. Every other
+    coordinate is its own tangent.
+    """
+    idx, parts = [], []
+    qi, vi = _euclidean_maps(model)
+    if len(qi):
+        idx.append(vi)
+        parts.append(dq[qi])
+    for kind, off in (("spherical", 0), ("free", 3)):
+        qs, vs = _blocks(model, (kind,))
+        if not len(qs):
+            continue
+        k4 = qs[:, None] + off + np.arange(4)
+        a, da = q[k4], dq[k4]  # (J, 4)
+        aw, av, dw, dv = a[:, :1], a[:, 1:], da[:, :1], da[:, 1:]
+        w = 2.0 * (aw * dv - dw * av - jnp.cross(av, dv)) / jnp.sum(a * a, axis=1, keepdims=True)
+        idx.append((vs[:, None] + np.arange(3)).reshape(-1))
+        parts.append(w.reshape(-1))
+        if kind == "free":
+            R = quat_to_R(a[..., None])[..., 0]  # (J, 3, 3), child -> parent
+            dp = dq[qs[:, None] + np.arange(3)]
+            idx.append((vs[:, None] + 3 + np.arange(3)).reshape(-1))
+            parts.append(jnp.einsum("jki,jk->ji", R, dp).reshape(-1))
+    if not parts:
+        return jnp.zeros((model.nv,), dq.dtype)
+    order = np.argsort(np.concatenate(idx), kind="stable")
+    return jnp.concatenate(parts)[order]
+
+
 def integrate_batched(model, q, v, dt=1.0):
     """``q (+) v dt`` on the batch-trailing layout ``q (nq, B)``, ``v (nv, B)``."""
     qi, vi = _euclidean_maps(model)

@@ -249,14 +249,6 @@ def hybrid_dynamics(cm, q, qd, tau, qdd, prescribed, f_ext=None):
     from ._hybrid import prescribed_mask
 
     q, qd, tau, qdd = _check(cm, q=q, qd=qd, tau=tau, qdd=qdd)
-    names = (prescribed,) if isinstance(prescribed, str) else prescribed
-    if not isinstance(names, jax.Array):
-        for n in names if isinstance(names, (tuple, list)) else ():
-            if isinstance(n, str) and n in cm.coupled_joints:
-                raise ValueError(
-                    f"prescribed: joint {n!r} is coupled (it follows "
-                    f"{cm.driver_joints[cm.coupled_joints.index(n)]!r}); prescribe its driver"
-                )
     mask = np.asarray(prescribed_mask(cm, prescribed))
     K, U = np.flatnonzero(mask), np.flatnonzero(~mask)
     H = mass_matrix(cm, q)

@@ -178,6 +178,13 @@ def prescribed_mask(model, prescribed) -> tuple[bool, ...]:
     for entry in prescribed:
         if isinstance(entry, str):
             if entry not in movable:
+                coupled = getattr(model, "coupled_joints", ())
+                if entry in coupled:
+                    driver = model.driver_joints[coupled.index(entry)]
+                    raise ValueError(
+                        f"prescribed: joint {entry!r} is coupled (it follows {driver!r}); "
+                        "prescribe its driver"
+                    )
                 if entry in model.joint_name:
                     raise ValueError(
                         f"prescribed: joint {entry!r} is fixed (it has no DoF); "
