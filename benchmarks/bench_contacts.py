@@ -35,7 +35,7 @@ Run from the repository root:
 Every row runs under a watchdog (``--row-timeout``): a hung row is recorded as such and
 the run stops there; ``--skip method:batch,...`` leaves rows out (listed under
 ``left_out`` in the JSON). jax 0.10.2's CPU LAPACK kernels can deadlock XLA's thread
-pool when they split a batch; `jaxrbd._linalg` keeps every call below the split (see its
+pool when they split a batch; `jaxrbd._core.linalg` keeps every call below the split (see its
 docstring), and no row has hung since.
 
 Writes ``benchmarks/results/contacts.json`` (``--quick``: ``contacts_quick.json``;

@@ -30,7 +30,7 @@ from ._configuration import integrate as integrate
 from ._configuration import neutral_configuration as neutral_configuration
 from ._configuration import random_configuration as random_configuration
 # -- compiling (backend tuning) --
-from ._backend import compiler_options as compiler_options
+from ._core.backend import compiler_options as compiler_options
 from ._jit import jit as jit
 # -- kinematics, mass properties, frames --
 from ._kinematics import forward_kinematics as forward_kinematics

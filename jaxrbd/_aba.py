@@ -9,32 +9,32 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _algebra as al
 from . import _coupling
-from ._common import (
+from ._aba_root import root_acceleration, root_bias, root_chain, root_inertia
+from ._core import algebra as al
+from ._core.checks import check_f_ext, check_state
+from ._core.jcalc import joint_velocity_terms, node_inertias
+from ._core.native_vmap import native_vmap
+from ._core.nodes import (
     Xup_and_S,
-    check_f_ext,
-    check_state,
     f_ext_nodes,
     gravity_acceleration,
     pad,
     pad_E,
     pad_inertia,
     pad_S,
-    root_chain,
     sched,
 )
-from ._jcalc import joint_velocity_terms, node_inertias
+from ._core.packing import pack, unpack
+from ._core.passes import velocities
+from ._core.rows import place_rows
+from ._core.schedule import add, put, scan_schedule, take
 from ._model import is_coupled
-from ._passes import velocities
-from ._rows import place_rows
-from ._tree import add, put, scan_schedule, take
-from ._vmap import native_vmap
 
 __all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"]
 
 #: Nodes per step of the articulated-body passes on batches under ``traversal="auto"``
-#: (see `jaxrbd._backend.traversal`): one node per step updates the carried buffer in
+#: (see `jaxrbd._core.backend.traversal`): one node per step updates the carried buffer in
 #: place, without the scatter loops of wider steps (measurements: benchmarks/LOG.md).
 ABA_WIDTH = 1
 
@@ -62,90 +62,6 @@ def _project(A, Bk, C, Si, pi, taui, armi=None):
     return U, Dinv, u, Ia
 
 
-def _pack(A, Bk, C, p=None):
-    flat = [x.reshape(x.shape[:-3] + (9, x.shape[-1])) for x in (A, Bk, C)]
-    return jnp.concatenate(flat + ([] if p is None else [p]), axis=-2)
-
-
-def _unpack(row):
-    blk = lambda k: row[..., 9 * k : 9 * k + 9, :].reshape(row.shape[:-2] + (3, 3, row.shape[-1]))
-    return blk(0), blk(1), blk(2), row[..., 27:, :]
-
-
-def _root_inertia(buf, k, S, c, tau, arm):
-    """The backward steps of the root joint's nodes ``k..1`` (`root_chain`).
-
-    ``buf`` is the inertia pass's buffer after the scan over the other steps; row ``k``
-    holds the root body's articulated inertia (and bias force). The inner nodes have
-    ``Xup = 1``, so each step is a rank-one update of one dense 6x6 matrix ``IA``
-    (``(6, 6, B)``) with no transform, in a scan of its own: far cheaper than ``k``
-    steps of the generic pass, half of whose width would be padding. Node 1's
-    contribution to the world is not needed.
-
-    Returns ``(U (k, 6, B), Dinv (k, B))``, and ``u (k, B)`` with ``tau``, in node order.
-    """
-    def node(j):
-        A, Bk, C, p = _unpack(buf[j])
-        return al.blocks_dense(A, Bk, C), p
-
-    M, p = node(k)
-    # the step of node j adds node j-1's own terms (zero for the usual massless nodes)
-    inner = [node(j) for j in range(1, k)]
-    Mi = jnp.stack([jnp.zeros_like(M)] + [x[0] for x in inner])
-    pi = jnp.stack([jnp.zeros_like(p)] + [x[1] for x in inner])
-    have_tau = tau is not None
-    xs = (S[1 : k + 1], Mi, pi, arm[1 : k + 1])
-    xs += (c[1 : k + 1], tau[1 : k + 1]) if have_tau else ()
-
-    def step(carry, x):
-        M, p = carry
-        Sj = x[0]
-        U = al.dense_mul(M, Sj)
-        Dinv = 1.0 / (al.dot(Sj, U) + x[3])
-        M = M - U[:, None] * (U * Dinv[None])[None]
-        ys = (U, Dinv)
-        if have_tau:
-            u = x[5] - al.dot(Sj, p)
-            p = p + al.dense_mul(M, x[4]) + U * (Dinv * u)[None]
-            ys += (u,)
-        return (M + x[1], p + x[2]), ys
-
-    return jax.lax.scan(step, (M, p), xs, reverse=True)[1]
-
-
-def _root_bias(pA, k, S, U, Dinv, tau):
-    """`_bias_pass`'s steps of the root joint's nodes (see `_root_inertia`): ``u (k, B)``."""
-    B = tau.shape[-1]
-    pi = jnp.concatenate([jnp.zeros_like(pA[:1]), pA[1:k]])  # node j-1's own terms
-    xs = (jnp.broadcast_to(S[1 : k + 1], (k, 6, B)), U, Dinv, tau[1 : k + 1], pi)
-
-    def step(p, x):
-        Sj, Uj, Dj, tj, pj = x
-        u = tj - al.dot(Sj, p)
-        return p + Uj * (Dj * u)[None] + pj, u
-
-    return jax.lax.scan(step, pA[k], xs, reverse=True)[1]
-
-
-def _root_acceleration(k, E, r, S, c, U, Dinv, u, a_world):
-    """`_acceleration_pass`'s steps of the root joint's nodes ``1..k`` (one small scan):
-    returns the root body's acceleration ``a_k (6, B)`` and ``qdd (k, B)``."""
-    a = al.X_motion(E[1], r[1], a_world)
-    B = max(a.shape[-1], u.shape[-1])  # E broadcasts in minv_times
-    a = jnp.broadcast_to(a, (6, B))
-    Sk = jnp.broadcast_to(S[1 : k + 1], (k, 6, B))
-    xs = (Sk, U, Dinv, u) + (() if c is None else (c[1 : k + 1],))
-
-    def step(a, x):
-        Sj, Uj, Dj, uj = x[:4]
-        if c is not None:
-            a = a + x[4]
-        qj = Dj * (uj - al.dot(Uj, a))
-        return a + Sj * qj[None], qj
-
-    return jax.lax.scan(step, a, xs)
-
-
 def node_armature(model, B):
     """The armature of every node, world row 0 included: ``(nn, B)``."""
     arm = jnp.concatenate([jnp.zeros((1,), model.armature.dtype), model.armature])
@@ -158,9 +74,7 @@ def _inertia_pass(s, E, r, S, Ic, arm, c=None, pA=None, tau=None, root=0):
     ``arm``: the armature of every node, ``(nn, B)`` (`node_armature`).
 
     The articulated inertia ``IA = [[A, Bk], [Bk^T, C]]`` and the bias force ``pA`` of
-    every node live in ONE carried buffer ``(nbuf, 27 [+ 6], B)``: one read and one
-    read-modify-write per step, which XLA updates in place (separate buffers made it
-    copy whole buffers every step).
+    every node live in one carried buffer of packed rows (`jaxrbd._core.packing`).
 
     Returns per-step ``(U, Dinv)`` (and ``u``) stacked as ``(nsteps, W, ...)``, and the
     same for the ``root`` chain's nodes ``1..root`` as ``(root, ...)`` (or None).
@@ -168,7 +82,7 @@ def _inertia_pass(s, E, r, S, Ic, arm, c=None, pA=None, tau=None, root=0):
     B = E.shape[-1]
     A, Bk, C = al.inertia_blocks(pad_inertia(Ic, s))
     shape = lambda x: jnp.broadcast_to(x, x.shape[:-1] + (B,))
-    buf = _pack(shape(A), shape(Bk), shape(C), None if pA is None else pad(pA, s))
+    buf = pack(shape(A), shape(Bk), shape(C), None if pA is None else pad(pA, s))
     xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(arm, s))
     if pA is not None:
         xs += (pad(c, s), pad(tau, s))
@@ -178,17 +92,17 @@ def _inertia_pass(s, E, r, S, Ic, arm, c=None, pA=None, tau=None, root=0):
     # kernel of a scan step costs XLA:CPU runtime overhead per step (benchmarks/LOG.md).
     def step(buf, idx, par, x):
         Ei, ri, Si, armi = x[:4]
-        A, Bk, C, pi = _unpack(take(buf, idx, once=True))
+        A, Bk, C, pi = unpack(take(buf, idx, once=True))
         if pA is None:
             U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None, armi)
             ys = jnp.concatenate([U, Dinv[..., None, :]], axis=-2)
-            contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia))
+            contrib = pack(*al.XT_blocks_X(Ei, ri, *Ia))
         else:
             ci, taui = x[4:]
             U, Dinv, u, Ia = _project(A, Bk, C, Si, pi, taui, armi)
             pa = pi + al.blocks_mul(*Ia, ci) + U * (Dinv * u)[..., None, :]
             ys = jnp.concatenate([U, Dinv[..., None, :], u[..., None, :]], axis=-2)
-            contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
+            contrib = pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
         return add(buf, par, contrib), ys
 
     buf, ys = scan_schedule(step, buf, s.tail(root), xs, reverse=True)
@@ -196,13 +110,13 @@ def _inertia_pass(s, E, r, S, Ic, arm, c=None, pA=None, tau=None, root=0):
     if not root:
         return ys, None
     Sb = jnp.broadcast_to(S, S.shape[:-1] + (B,))
-    return ys, _root_inertia(buf, root, Sb, c, tau, arm)
+    return ys, root_inertia(buf, root, Sb, c, tau, arm)
 
 
 def _bias_pass(s, E, r, S, U, Dinv, tau, root=None):
     """Backward pass for ``pA`` only, reusing ``U``, ``D`` (zero velocity, no gravity).
 
-    ``root``: the ``(U, Dinv)`` of the root chain (`_root_inertia`), or None. Returns
+    ``root``: the ``(U, Dinv)`` of the root chain (`jaxrbd._aba_root.root_inertia`), or None. Returns
     ``u`` per step and ``u`` of the root chain's nodes (or None).
     """
     B = tau.shape[-1]
@@ -219,19 +133,19 @@ def _bias_pass(s, E, r, S, U, Dinv, tau, root=None):
         return add(pA, par, al.XT_force(Ei, ri, pa)), u
 
     pA, u = scan_schedule(step, pA, s.tail(k), xs, reverse=True, step_xs=(U, Dinv))
-    return u, (None if root is None else _root_bias(pA, k, S, *root, tau))
+    return u, (None if root is None else root_bias(pA, k, S, *root, tau))
 
 
 def _acceleration_pass(s, E, r, S, c, U, Dinv, u, a_world, root=None):
     """Forward ABA pass: ``a_i = Xup a_lam + c_i``, ``qdd_i = D^-1 (u - U^T a_i)``.
 
-    ``root``: ``(U, Dinv, u)`` of the root chain's nodes (`_root_inertia`), or None.
+    ``root``: ``(U, Dinv, u)`` of the root chain's nodes (`jaxrbd._aba_root.root_inertia`), or None.
     """
     B = max(u.shape[-1], E.shape[-1])
     k = 0 if root is None else root[0].shape[0]
     a0 = jnp.zeros((s.nbuf, 6, B), u.dtype).at[0].set(jnp.broadcast_to(a_world, (6, B)))
     if k:
-        a_root, qdd_root = _root_acceleration(k, E, r, S, c, *root, a_world)
+        a_root, qdd_root = root_acceleration(k, E, r, S, c, *root, a_world)
         a0 = a0.at[k].set(jnp.broadcast_to(a_root, (6, B)))
     xs = (pad_E(E, s), pad(r, s), pad_S(S, s)) + (() if c is None else (pad(c, s),))
 
@@ -376,7 +290,7 @@ def minv_times(model, q, tau, *, derivatives="analytic"):
         return _coupling.minv_times(model, q, tau)
     with jax.named_scope("jaxrbd.minv_times"):
         (q,) = check_state(model, q=q)
-        from ._common import _as_float
+        from ._core.checks import _as_float
 
         tau = _as_float("tau", tau, model.dtype)
         if tau.ndim not in (1, 2) or tau.shape[0] != model.nv:

@@ -133,7 +133,7 @@ def _dHx(model, q, x):
 def forward_dynamics_ad(model, q, qd, tau, f_ext, method):
     """`jaxrbd.forward_dynamics` for checked arguments, differentiated by AD."""
     if method == "crba":
-        from ._linalg import cho_solve, cholesky
+        from ._core.linalg import cho_solve, cholesky
 
         H = mass_matrix_ad(model, q)
         C = inverse_dynamics_ad(model, q, qd, jnp.zeros_like(qd), f_ext)

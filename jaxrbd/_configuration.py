@@ -6,11 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _algebra as al
 from . import _coupling
-from ._common import _as_float, check_state, check_vector
-from ._model import is_coupled
-from ._rotation import (
+from ._core import algebra as al
+from ._core.checks import _as_float, check_state, check_vector
+from ._core.rotation import (
     exp_quat,
     log_quat,
     normalize_quat,
@@ -19,6 +18,7 @@ from ._rotation import (
     so3_left_jacobian,
     so3_left_jacobian_inv,
 )
+from ._model import is_coupled
 
 __all__ = ["integrate", "difference", "neutral_configuration", "random_configuration"]
 

@@ -51,9 +51,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._common import _as_float, check_f_ext, check_state
 from ._constraints import _resolve, constraint_bias, constraint_jacobian, terms
 from ._contacts import _check_method, _check_rcond, kkt_solve
+from ._core.checks import _as_float, check_f_ext, check_state
 from ._crba import mass_matrix
 from ._model import is_coupled
 from ._rnea import bias_forces

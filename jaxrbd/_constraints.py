@@ -26,12 +26,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from . import _algebra as al
 from . import _coupling
 from ._body import Transform
-from ._common import Xup_and_S, check_state, sched
 from ._configuration import integrate
-from ._jcalc import joint_velocity_terms, tables
+from ._core import algebra as al
+from ._core.checks import check_state
+from ._core.jcalc import joint_velocity_terms
+from ._core.native_vmap import native_vmap
+from ._core.nodes import Xup_and_S, sched
+from ._core.passes import velocities_accelerations
+from ._core.rotation import log_quat
+from ._core.topology import topology
 from ._kinematics import (
     _world_acceleration_at,
     _world_motion_at,
@@ -41,9 +46,6 @@ from ._kinematics import (
     support,
 )
 from ._model import is_coupled
-from ._passes import velocities_accelerations
-from ._rotation import log_quat
-from ._vmap import native_vmap
 
 __all__ = [
     "ConstraintSet",
@@ -556,7 +558,7 @@ _node_terms = native_vmap(_node_terms_batched)
 def _frame_jacobians(model, bodies, E0n, r0n, S0, P_body):
     """World-aligned Jacobians ``[ω; v_P]`` ``(K, 6, nv)`` of body points ``P_body``."""
     E0, r0 = body_frames(model, bodies, E0n, r0n)
-    node = np.asarray(tables(model).body_node)[bodies]
+    node = topology(model).body_node[bodies]
     mask = jnp.asarray(support(model)[node], S0.dtype)  # (K, nv), static
     J0 = S0[None] * mask[:, :, None]  # (K, nv, 6): columns at the world origin
     P = (r0 + al.mtv(E0, P_body[..., None]))[..., 0]  # (K, 3)

@@ -30,10 +30,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import _coupling, _linalg
-from ._common import _as_float, check_f_ext, check_state
+from . import _coupling
 from ._configuration import integrate
 from ._constraints import _frame_poses, _jacobian, _resolve, residual, terms
+from ._core import linalg as _linalg
+from ._core.checks import _as_float, check_f_ext, check_state
 from ._crba import mass_matrix
 from ._model import is_coupled
 from ._rnea import bias_forces

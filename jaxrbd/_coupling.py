@@ -182,7 +182,7 @@ def reduce_matrix(cm: CoupledModel, H):
 
 
 def _check(cm, **arrays):
-    from ._common import check_state
+    from ._core.checks import check_state
 
     return check_state(cm, **arrays)
 
@@ -220,7 +220,7 @@ def gravity_forces(cm, q):
 
 
 def forward_dynamics(cm, q, qd, tau, f_ext=None, method="aba"):
-    from . import _linalg
+    from ._core import linalg as _linalg
 
     if method not in ("aba", "crba"):
         raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
@@ -231,7 +231,7 @@ def forward_dynamics(cm, q, qd, tau, f_ext=None, method="aba"):
 
 
 def minv_times(cm, q, tau):
-    from . import _linalg
+    from ._core import linalg as _linalg
 
     (q,) = _check(cm, q=q)
     L = _linalg.cholesky(mass_matrix(cm, q))
@@ -245,7 +245,7 @@ def hybrid_dynamics(cm, q, qd, tau, qdd, prescribed, f_ext=None):
     """`hybrid_dynamics` on the independent coordinates, by the dense route: with ``K``
     the prescribed and ``U`` the free DoFs, ``H_UU qdd_U = tau_U - C_U - H_UK qdd_K`` and
     ``tau_K = (H qdd + C)_K``."""
-    from . import _linalg
+    from ._core import linalg as _linalg
     from ._hybrid import prescribed_mask
 
     q, qd, tau, qdd = _check(cm, q=q, qd=qd, tau=tau, qdd=qdd)
@@ -272,7 +272,7 @@ def _tangent_jacobian(cm, f, q):
 
 
 def forward_dynamics_derivatives(cm, q, qd, tau, f_ext=None):
-    from . import _linalg
+    from ._core import linalg as _linalg
     from ._crba import mass_matrix as mm
     from ._rnea import bias_forces as bias
 
@@ -329,8 +329,8 @@ def integrate(cm, q, v, dt=1.0):
 
 
 def difference(cm, q0, q1):
-    from ._common import check_vector
     from ._configuration import difference as diff
+    from ._core.checks import check_vector
 
     q0 = check_vector("q0", q0, cm.nq, "model.nq", cm.dtype)
     q1 = check_vector("q1", q1, cm.nq, "model.nq", cm.dtype)
@@ -476,8 +476,8 @@ def forward_dynamics_contacts(cm, q, qd, tau, constraints, method="kkt", f_ext=N
 
 def contact_impulses(cm, q, qd_minus, constraints, restitution=0.0, method="kkt", *,
                      return_impulses=False, check_rank=False, rcond=None):
-    from ._common import _as_float
     from ._contacts import _check_method, _check_rcond, _solve
+    from ._core.checks import _as_float
 
     _check_method(method)
     _check_rcond(rcond)

@@ -2,37 +2,21 @@
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import numpy as np
 
-from . import _algebra as al
 from . import _coupling
-from ._common import Xup_and_S, check_state, sched
-from ._jcalc import node_inertias
+from ._core import algebra as al
+from ._core.checks import check_state
+from ._core.jcalc import node_inertias
+from ._core.native_vmap import native_vmap
+from ._core.nodes import Xup_and_S, sched
+from ._core.passes import composite_inertias
+from ._core.rows import place_rows
+from ._core.topology import topology
 from ._model import is_coupled
-from ._passes import composite_inertias
-from ._rows import place_rows
-from ._tree import Schedule
-from ._vmap import native_vmap
 
 __all__ = ["crba_batched", "mass_matrix"]
-
-
-@functools.lru_cache(maxsize=256)
-def _walk_tables(s: Schedule):
-    """Static tables of the ancestor walk: for walk step d (d = 1..max_depth-1),
-    ``cur[d-1, i]`` is the node whose ``Xup`` lifts node ``i``'s force one level and
-    ``anc[d-1, i]`` the ancestor reached (0 = past the root: masked)."""
-    anc = s.ancestors  # (Dm, nv), -1 past the root
-    Dm = anc.shape[0]
-    nodes = np.arange(1, s.n)
-    cur = np.concatenate([nodes[None], np.maximum(anc[:-1], 0)], axis=0)[:Dm]
-    cur = np.where(np.concatenate([np.ones((1, s.n - 1), bool), anc[:-1] > 0])[:Dm], cur, 0)
-    valid = anc > 0
-    rows, cols = np.nonzero(valid.T)  # i-1, step d-1
-    return cur.astype(np.int32), np.maximum(anc, 0).astype(np.int32), rows, cols, anc[cols, rows] - 1
 
 
 def crba_batched(model, q):
@@ -45,7 +29,7 @@ def crba_batched(model, q):
     nv = model.nv
     parts = [(np.arange(nv) * (nv + 1), diag)]  # flat indices into H (nv * nv, B)
     if s.max_depth > 1:
-        cur, anc, rows, steps, cols = _walk_tables(s)
+        cur, anc, rows, steps, cols = topology(model).crba_walk
 
         # The rows of E, r and S each walk step needs are gathered inside the step:
         # gathering them for all steps up front materialises (max_depth - 1) copies of

@@ -35,35 +35,26 @@ joint the angular velocity in child coordinates; elsewhere it is ``d/dq_j``.
 
 from __future__ import annotations
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _algebra as al
 from . import _coupling
-from ._aba import _pack, _project, _unpack, node_armature
-from ._backend import CHUNK
-from ._common import (
-    Xup_and_S,
-    check_f_ext,
-    check_state,
-    gravity_acceleration,
-    pad,
-    pad_inertia,
-    pad_S,
-    sched,
-    warn_deprecated,
-)
-from ._jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias, tables
+from ._aba import _project, node_armature
+from ._core import algebra as al
+from ._core.backend import CHUNK
+from ._core.checks import check_f_ext, check_state, warn_deprecated
+from ._core.jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias
+from ._core.native_vmap import blocked, default_chunk, native_vmap
+from ._core.nodes import Xup_and_S, gravity_acceleration, pad, pad_inertia, pad_S, sched
+from ._core.packing import pack, unpack
+from ._core.passes import velocities_accelerations
+from ._core.rows import place_rows, sum_rows
+from ._core.schedule import add, backward_scan, forward_scan, put, scan_schedule, take
+from ._core.topology import Topology, topology
 from ._model import is_coupled
 from ._parameters import regressor_from_motion
-from ._passes import velocities_accelerations
-from ._rows import place_rows, sum_rows
-from ._tree import add, backward_scan, forward_scan, put, scan_schedule, support_table, take
-from ._vmap import blocked, default_chunk, native_vmap
 
 __all__ = [
     "fd_derivatives_batched",
@@ -77,67 +68,8 @@ __all__ = [
 ]
 
 #: Samples per block of the dense assembly and matrix products (a multiple of `CHUNK`,
-#: the per-node blocks of `jaxrbd._backend`).
+#: the per-node blocks of `jaxrbd._core.backend`).
 SUPER = 128
-
-
-# ------------------------------------------------------------------ static tables
-
-
-class _Tables:
-    """Index tables of one tree structure (numpy, cached). Indices are DoF indices
-    ``0..nv-1`` (node ``i + 1``) unless named ``*_node``; ``nv`` is a dummy row."""
-
-    def __init__(self, node_parent, node_body, body_node, joint_kind, nbodies):
-        nn = len(node_parent)
-        nv = nn - 1
-        npar = np.asarray(node_parent)
-        first = {}
-        for n in range(1, nn):
-            first.setdefault(node_body[n], n)
-        p_node, nu_node = np.arange(nn), np.arange(nn)
-        for n in range(1, nn):
-            b = node_body[n]
-            if joint_kind[b] not in ("screw", "custom"):
-                # multi-DoF joints: a tangent step moves the child frame, which every
-                # node of the joint shares; their columns are fixed in the child frame.
-                p_node[n], nu_node[n] = first[b], body_node[b]
-        self.p = p_node[1:] - 1
-        self.nu_node = nu_node[1:]
-        self.lam_p_node = npar[p_node[1:]]
-        # ancestors of every DoF, nearest first, padded with the dummy index nv
-        anc = [[] for _ in range(nv)]
-        for i in range(nv):
-            k = npar[i + 1]
-            while k > 0:
-                anc[i].append(k - 1)
-                k = npar[k]
-        self.depth = np.array([len(a) for a in anc], dtype=np.int64)
-        D = max(1, int(self.depth.max()) if nv else 1)
-        self.anc = np.full((nv, D), nv, dtype=np.int64)
-        for i, a in enumerate(anc):
-            self.anc[i, : len(a)] = a
-        A = support_table(tuple(node_parent))[1:].T  # A[i, j]: i is j or an ancestor of j
-        eye = np.eye(nv, dtype=bool)
-        P = self.p
-        self.sub_q = A[P, :].T  # [i, j]: i in the subtree moved by a q-step of j
-        self.anc_q = A[:, P] & ~eye[:, P]  # i strictly above that subtree
-        self.sub_v = A.T
-        self.anc_v = A & ~eye
-        # bodies -> their node (DoF index, -1 for the world and bodies fixed to it)
-        self.body_dof = np.asarray(body_node) - 1
-        self.nbodies = nbodies
-
-
-@functools.lru_cache(maxsize=256)
-def _tables_cached(key) -> _Tables:
-    return _Tables(*key)
-
-
-def _tables(model) -> _Tables:
-    return _tables_cached(
-        (model.node_parent, model.node_body, model.body_node, model.joint_kind, model.nbodies)
-    )
 
 
 # ------------------------------------------------------------------ helpers
@@ -160,9 +92,9 @@ def _subtree_sum(x, s):
     return backward_scan(step, x, s, ())[1 : s.n]
 
 
-def _path_sum(x, t: _Tables):
+def _path_sum(x, t: Topology):
     """``sum_{k root..i} x_k`` for every DoF ``i``."""
-    return x + _gather(x, t.anc).sum(axis=1)
+    return x + _gather(x, t.ancestors).sum(axis=1)
 
 
 def _to_world(E0, r0, x):
@@ -242,7 +174,7 @@ def _euler_local(kind, q3, qd3):
 
 def _euler_joints(model):
     """``(kind, child nodes, q starts, v starts)`` of the Euler joints, kind by kind."""
-    return [(k, nodes + 2, qs, vs) for k, (nodes, qs, vs) in tables(model).multi.items()
+    return [(k, nodes + 2, qs, vs) for k, (nodes, qs, vs) in topology(model).multi.items()
             if k.startswith("euler")]
 
 
@@ -282,7 +214,7 @@ def _euler_terms(model, nt, qd, qdd, vb, u, w, c):
 def _directions(model, nt, qd, qdd):
     """Per-direction 6-vectors: q-steps (``w``, ``u``, ``Phi``), qd-steps (``c``, ``Psi``),
     and the local Euler-joint entries of ``d tau / dq``."""
-    t = _tables(model)
+    t = topology(model)
     Sn, vw, aw = nt["S"], nt["vw"], nt["aw"]
     vb = jnp.broadcast_to(vw[t.lam_p_node], Sn.shape)
     ab = jnp.broadcast_to(aw[t.lam_p_node], Sn.shape)
@@ -292,7 +224,7 @@ def _directions(model, nt, qd, qdd):
     extra = None
     if _euler_joints(model):
         u, w, c, extra = _euler_terms(model, nt, qd, qdd, vb, u, w, c)
-    if len(tables(model).custom_nodes):
+    if len(topology(model).custom_nodes):
         u, w, c, more = _custom_terms(model, nt, qd, qdd, vb, u, w, c)
         extra = more if extra is None else jnp.concatenate([extra, more], axis=0)
     p = t.p
@@ -306,7 +238,7 @@ def _custom_terms(model, nt, qd, qdd, vb, u, w, c):
     """Add the custom (RBDL-column) nodes' own angle dependence: their column ``[w; E v]``
     and bias ``[0; -qd^2 w x E v]`` turn with their own ``q``; returns the local entries
     ``dS_j/dq_j . F_j`` (the diagonal entries of `_euler_entries`' custom part)."""
-    t = tables(model)
+    t = topology(model)
     nodes = t.custom_nodes
     d = nodes - 1
     _, _, Sl = _custom(model.axes[..., None][d], nt["q"][t.custom_q])
@@ -337,7 +269,7 @@ def _euler_entries(model):
         k, m = np.arange(3)[:, None, None], np.arange(3)[None, None, :]
         rows.append(np.broadcast_to(vs[None, :, None] + m, (3, len(vs), 3)).reshape(-1))
         cols.append(np.broadcast_to(vs[None, :, None] + k, (3, len(vs), 3)).reshape(-1))
-    d = tables(model).custom_nodes - 1
+    d = topology(model).custom_nodes - 1
     return np.concatenate(rows + [d]), np.concatenate(cols + [d])
 
 
@@ -381,19 +313,19 @@ def _factor(Iw, S0, arm0, s):
     pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms). ``S0``: `_node_S`;
     ``arm0``: the armature as a node buffer (it adds to ``D_k`` only)."""
     I0 = jnp.concatenate([jnp.zeros_like(Iw[:1]), Iw], axis=0)
-    buf = _pack(*al.inertia_blocks(pad_inertia(I0, s)))
+    buf = pack(*al.inertia_blocks(pad_inertia(I0, s)))
 
     def step(buf, idx, par, x):
         Si, armi = x
-        A, Bk, C, _ = _unpack(take(buf, idx, once=True))
+        A, Bk, C, _ = unpack(take(buf, idx, once=True))
         U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None, armi)
-        return add(buf, par, _pack(*Ia)), (U * Dinv[..., None, :], Dinv)
+        return add(buf, par, pack(*Ia)), (U * Dinv[..., None, :], Dinv)
 
     _, (u, Dinv) = scan_schedule(step, buf, s, (S0, arm0), reverse=True)
     return 1.0 / _node_order(Dinv, s), _node_order(u, s)
 
 
-def _lower_inverse(u, S0, s, t: _Tables):
+def _lower_inverse(u, S0, s, t: Topology):
     """Band of ``W = L^-1`` (the sparsity of ``L``), ``(nv, D, B)``: ``W(k, anc_l(k))``.
 
     With ``L(k, j) = u_k . S_j``, forward substitution gives ``W(k, j) = -u_k . Z(p, j)``
@@ -403,7 +335,7 @@ def _lower_inverse(u, S0, s, t: _Tables):
     ancestor (``(D, 6, B)``, the ancestor band of the parent's row shifted by one), in
     which each step reads only its parent's row. ``S0``: `_node_S`.
     """
-    nv, D = t.anc.shape
+    nv, D = t.ancestors.shape
     u0 = pad(jnp.concatenate([jnp.zeros_like(u[:1]), u], axis=0), s)
     Z = jnp.zeros((s.nbuf, D, 6, S0.shape[-1]), S0.dtype)
 
@@ -417,19 +349,19 @@ def _lower_inverse(u, S0, s, t: _Tables):
     return -al.dot(u[:, None], Z[s.parent_padded[1 : nv + 1]])  # each DoF's parent node
 
 
-def _solve(Dk, W, x, t: _Tables):
+def _solve(Dk, W, x, t: Topology):
     """``H^-1 x`` for ``x (nv, B)`` with ``H^-1 = W D^-1 W^T`` (W as a band)."""
     nv = x.shape[0]
-    anc = t.anc.reshape(-1)
+    anc = t.ancestors.reshape(-1)
     y = x + sum_rows(nv, np.where(anc < nv, anc, -1), (W * x[:, None]).reshape((-1,) + x.shape[1:]))
     z = y / Dk
-    return z + jnp.sum(W * _gather(z, t.anc), axis=1)
+    return z + jnp.sum(W * _gather(z, t.ancestors), axis=1)
 
 
-def _dense_lower(W, t: _Tables):
+def _dense_lower(W, t: Topology):
     """The band of ``W`` as a dense unit-lower matrix, batch-first ``(B, nv, nv)``."""
-    nv, D = t.anc.shape
-    anc = t.anc.reshape(-1)
+    nv, D = t.ancestors.shape
+    anc = t.ancestors.reshape(-1)
     flat = np.where(anc < nv, np.repeat(np.arange(nv), D) * nv + anc, -1)
     Wd = place_rows(nv * nv, [(flat, W.reshape((nv * D,) + W.shape[2:]))])
     return _bf(Wd.reshape((nv, nv) + W.shape[2:])) + jnp.eye(nv, dtype=W.dtype)[None]
@@ -477,7 +409,7 @@ def _id_vectors(model, q, qd, qdd, f_ext=None):
 
 def _fd_core(model, q, qd, tau, f_ext):
     """Node terms at the solved ``qdd``, the factors of ``H`` and ``qdd``."""
-    t = _tables(model)
+    t = topology(model)
     B = max(q.shape[-1], qd.shape[-1], tau.shape[-1])
     zero = jnp.zeros((model.nv, B), q.dtype)
     nt = _prepare(model, q, qd, zero, f_ext)
@@ -536,7 +468,7 @@ def _masked(sub, anc, sub_mask, anc_mask):
 
 def _state_matrices(model, vecs):
     """``d tau / dq`` and ``d tau / dqd``, ``(B, nv, nv)``, from `_state_vectors`."""
-    t = _tables(model)
+    t = topology(model)
     Pq, Qq, S, Phi, Pv, Qv, Psi = vecs[:7]
     dq = _masked(_pairs(Pq, Qq), _pairs(S, Phi), t.sub_q, t.anc_q)
     if len(vecs) > 7:  # Euler joints: their columns depend on their own angles
@@ -552,7 +484,7 @@ def _minv(Wd, Dinv):
 
 def _id_matrices(model, vecs):
     dq, dv = _state_matrices(model, vecs[:-1])
-    t = _tables(model)
+    t = topology(model)
     Hs = _pairs(vecs[-1], vecs[2])  # y_i . S_j
     H = _masked(Hs, jnp.swapaxes(Hs, 1, 2), t.sub_v, t.anc_v)
     return dq, dv, H + jnp.diag(model.armature)[None]
@@ -576,7 +508,7 @@ def _two_phase(vectors, matrices):
     """Phase 1 in blocks of `CHUNK`, phase 2 per super-block of `SUPER` states (large enough
     for efficient batched matrix products, small enough that the ``(nv, nv)`` matrices of a
     super-block stay in cache). Off the CPU both phases take the whole batch
-    (`jaxrbd._vmap.default_chunk`)."""
+    (`jaxrbd._core.native_vmap.default_chunk`)."""
 
     def run(model, *arrays, chunk=None, super_chunk=None):
         arrays = tuple(x for x in arrays if x is not None)  # f_ext=None: left out

@@ -10,17 +10,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from . import _algebra as al
 from . import _coupling
-from ._common import check_state
-from ._jcalc import node_inertias
+from ._core import algebra as al
+from ._core.checks import check_state
+from ._core.jcalc import node_inertias
+from ._core.topology import topology
 from ._kinematics import _node_accelerations as node_accelerations
 from ._kinematics import _node_jacobian as node_jacobian
 from ._kinematics import _node_poses as node_poses
 from ._kinematics import _node_velocities as node_velocities
 from ._kinematics import run_native
 from ._model import is_coupled
-from ._tree import support_table
 
 __all__ = [
     "center_of_mass",
@@ -141,7 +141,7 @@ def _centroidal_momentum_matrix(model, q):
     I0 = _world_inertias(model, E0, r0)  # (nv, 10, B)
     _, c = _com(I0)
     # sub[k, n]: moving node n + 1 lies in the subtree of node k + 1
-    sub = jnp.asarray(support_table(model.node_parent)[1:].T, I0.dtype)  # (nv, nv)
+    sub = jnp.asarray(topology(model).support[1:].T, I0.dtype)  # (nv, nv)
     IC0 = jnp.einsum("kn,nib->kib", sub, I0)  # composite inertias, world frame
     A0 = al.inertia_mul(IC0, S0)  # (nv, 6, B)
     return jnp.swapaxes(_about_com(A0, c[None]), 0, 1)

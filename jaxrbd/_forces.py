@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._common import _as_float, check_state, check_vector
+from ._core.checks import _as_float, check_state, check_vector
 from ._kinematics import point_jacobian, point_position, resolve_bodies
 from ._rnea import inverse_dynamics
 

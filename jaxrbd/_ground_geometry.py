@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._common import _as_float
+from ._core.checks import _as_float
 from ._kinematics import body_jacobian, point_position
 
 __all__ = [

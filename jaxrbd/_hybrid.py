@@ -19,22 +19,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _algebra as al
 from . import _coupling
-from ._aba import _pack, _unpack, node_armature, velocity_pass
-from ._common import (
-    check_f_ext,
-    check_state,
-    gravity_acceleration,
-    pad,
-    pad_E,
-    pad_inertia,
-    pad_S,
-)
+from ._aba import node_armature, velocity_pass
+from ._core import algebra as al
+from ._core.checks import check_f_ext, check_state
+from ._core.native_vmap import native_vmap
+from ._core.nodes import gravity_acceleration, pad, pad_E, pad_inertia, pad_S
+from ._core.packing import pack, unpack
+from ._core.rows import place_rows
+from ._core.schedule import add, put, scan_schedule, take
 from ._model import is_coupled
-from ._rows import place_rows
-from ._tree import add, put, scan_schedule, take
-from ._vmap import native_vmap
 
 __all__ = ["hybrid_batched", "hybrid_dynamics", "prescribed_mask"]
 
@@ -59,13 +53,13 @@ def _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau, qdd, mask, arm):
     B = E.shape[-1]
     A, Bk, C = al.inertia_blocks(pad_inertia(Ic, s))
     shape = lambda x: jnp.broadcast_to(x, x.shape[:-1] + (B,))
-    buf = _pack(shape(A), shape(Bk), shape(C), pad(pA, s))
+    buf = pack(shape(A), shape(Bk), shape(C), pad(pA, s))
     xs = (pad_E(E, s), pad(r, s), pad_S(S, s), pad(c, s), pad(tau, s), pad(qdd, s), pad(mask, s),
           pad(arm, s))
 
     def step(buf, idx, par, x):
         Ei, ri, Si, ci, taui, qddi, mi, armi = x
-        A, Bk, C, pi = _unpack(take(buf, idx, once=True))
+        A, Bk, C, pi = unpack(take(buf, idx, once=True))
         U = al.blocks_mul(A, Bk, C, Si)
         D = al.dot(Si, U) + armi
         w = al.dot(Si, pi)
@@ -76,7 +70,7 @@ def _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau, qdd, mask, arm):
         Ia = (A - k * al.outer(Uw, Uw), Bk - k * al.outer(Uw, Uv), C - k * al.outer(Uv, Uv))
         mult = jnp.where(mi, qddi, Dinv * (taui - w))
         pa = pi + al.blocks_mul(*Ia, ci) + U * mult[..., None, :]
-        contrib = _pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
+        contrib = pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
         return add(buf, par, contrib), (U, Dinv, w)
 
     return scan_schedule(step, buf, s, xs, reverse=True)[1]

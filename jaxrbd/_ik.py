@@ -19,13 +19,14 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from . import _coupling, _linalg, spatial
-from ._common import _as_float, check_vector
+from . import _coupling, spatial
 from ._configuration import _euclidean_maps, integrate_batched
-from ._jcalc import tables
+from ._core import linalg as _linalg
+from ._core.checks import _as_float, check_vector
+from ._core.rotation import log_quat, so3_left_jacobian_inv
+from ._core.topology import topology
 from ._kinematics import body_frames, node_jacobian, node_poses, support
 from ._model import is_coupled
-from ._rotation import log_quat, so3_left_jacobian_inv
 
 __all__ = ["IKResult", "IKTarget", "inverse_kinematics"]
 
@@ -177,7 +178,7 @@ class _Problem:
                 order += [j, j + 1, j + 2]
         self.perm = np.array(order, dtype=np.int64)
         self.m = len(order)
-        node = np.asarray(tables(model).body_node)[self.bodies]
+        node = topology(model).body_node[self.bodies]
         mask = support(model)[node].astype(np.float64)  # (K, nv): velocity j moves body k
         self.active = _active_mask(model, active)
         self.mask = mask * self.active[None, :]

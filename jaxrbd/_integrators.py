@@ -25,8 +25,8 @@ from jax import lax
 
 from . import _coupling
 from ._aba import forward_dynamics
-from ._common import _as_float, check_state, check_vector
 from ._configuration import integrate_batched
+from ._core.checks import _as_float, check_state, check_vector
 from ._model import is_coupled
 
 __all__ = ["INTEGRATORS", "rollout", "rollout_batched", "step"]
@@ -427,7 +427,7 @@ def _check_batch(model, name, x, n, what):
 
 def _check_devices(devices):
     """The rollouts' devices: `jax.devices()` by default, else `_sharding.check_devices`."""
-    from ._sharding import check_devices
+    from ._core.sharding import check_devices
 
     return list(jax.devices()) if devices is None else list(check_devices(devices))
 
@@ -439,16 +439,16 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
 
     The batch is padded (copies of sample 0) to ``ndevices * nblocks * block`` and split
     over a 1-D `Mesh` of ``devices`` with `jax.shard_map`; inside a device, equal blocks
-    of at most ``chunk`` samples (default `jaxrbd._backend.block_size` for ``devices``:
-    `jaxrbd._backend.CHUNK` on CPUs, the whole local batch elsewhere) run `jax.vmap` of
+    of at most ``chunk`` samples (default `jaxrbd._core.backend.block_size` for ``devices``:
+    `jaxrbd._core.backend.CHUNK` on CPUs, the whole local batch elsewhere) run `jax.vmap` of
     `rollout` one after the other, so a block's states stay in cache for the whole
     rollout.
     """
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from ._backend import block_size
-    from ._vmap import blocked
+    from ._core.backend import block_size
+    from ._core.native_vmap import blocked
 
     Q0 = _check_batch(model, "Q0", Q0, model.nq, "model.nq")
     QD0 = _check_batch(model, "QD0", QD0, model.nv, "model.nv")
@@ -497,7 +497,7 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
         return blocked(jax.vmap(one), xs, chunk, batch_first=True, in_batch_first=True)
 
     # traced under the devices' default device, so that the kernels inside are tuned for
-    # them (`jaxrbd._backend`), whatever the process's default backend
+    # them (`jaxrbd._core.backend`), whatever the process's default backend
     if nd == 1:
         with jax.default_device(devices[0]):
             out = run_local(*arrays)

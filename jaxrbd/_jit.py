@@ -1,6 +1,6 @@
 """`jaxrbd.jit`: `jax.jit` with the XLA options jaxrbd's programs compile best with.
 
-The options come from `jaxrbd._backend.compiler_options` for the device the program
+The options come from `jaxrbd._core.backend.compiler_options` for the device the program
 runs on (`jax.default_device` if set, else JAX's default backend), decided on each
 call and compiled once per platform: on a CPU, XLA:CPU's older loop emitters (and
 512-bit vectors on hosts with AVX-512); elsewhere none. Results agree with `jax.jit`
@@ -17,7 +17,7 @@ import functools
 
 import jax
 
-from ._backend import (
+from ._core.backend import (
     AVX512_COMPILER_OPTIONS,
     CPU_COMPILER_OPTIONS,
     compiler_options,
@@ -95,7 +95,7 @@ def jit(fun=None, **kwargs):
     the outermost jit of a program built from jaxrbd functions, above all of batched
     work (`jax.vmap`, `jaxrbd.batched`); single-state programs vary, and one long
     sequential trajectory can run slower, so compile those with `jax.jit`. The options
-    follow the device the call runs on (`jaxrbd._backend`): on a GPU it is `jax.jit`.
+    follow the device the call runs on (`jaxrbd._core.backend`): on a GPU it is `jax.jit`.
     The `jaxrbd.batched` entry points use it.
 
     Example:

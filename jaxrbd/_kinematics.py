@@ -20,14 +20,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _algebra as al
 from . import _coupling
-from ._common import Xup_and_S, _as_float, check_state, sched
-from ._jcalc import body_offsets, joint_velocity_terms, tables
+from ._core import algebra as al
+from ._core.checks import _as_float, check_state
+from ._core.jcalc import body_offsets, joint_velocity_terms
+from ._core.native_vmap import native_vmap
+from ._core.nodes import Xup_and_S, sched
+from ._core.passes import velocities, velocities_accelerations, world_transforms
+from ._core.topology import topology
 from ._model import is_coupled
-from ._passes import velocities, velocities_accelerations, world_transforms
-from ._tree import support_table
-from ._vmap import native_vmap
 
 __all__ = [
     "body_acceleration",
@@ -107,8 +108,8 @@ def run_native(impl, model, arrays, static=()):
 
 
 def support(model) -> np.ndarray:
-    """Static ``(nnodes, nv)`` table: velocity ``k`` moves node ``n`` (`support_table`)."""
-    return support_table(model.node_parent)
+    """Static ``(nnodes, nv)`` table: velocity ``k`` moves node ``n`` (`Topology.support`)."""
+    return topology(model).support
 
 
 # ---------------------------------------------------------------- node -> body
@@ -126,7 +127,7 @@ def body_frames_batched(model, bodies, E0, r0, *motions):
     """Node quantities -> the bodies' ``E0, r0`` and motions (batch-trailing):
     ``(K, 3, 3, B)``, ``(K, 3, B)``, ``(K, 6, B)``..."""
     bodies = np.asarray(bodies)
-    node = np.asarray(tables(model).body_node)[bodies]
+    node = topology(model).body_node[bodies]
     E0, r0 = E0[node], r0[node]
     motions = [m[node] for m in motions]
     offsets = body_offsets(model, bodies)
@@ -315,7 +316,7 @@ def _jacobians(model, q, *args):
     bodies = np.asarray(bodies)
     E0n, r0n, S0 = _node_jacobian(model, q)
     E0, r0 = body_frames_batched(model, bodies, E0n, r0n)
-    node = np.asarray(tables(model).body_node)[bodies]
+    node = topology(model).body_node[bodies]
     mask = support(model)[node]  # (K, nv) static
     # (K, nv, 6, B): columns of the world-frame (world origin) Jacobian of each body
     J0 = S0[None] * jnp.asarray(mask, S0.dtype)[:, :, None, None]

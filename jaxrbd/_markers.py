@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from . import _algebra as al
-from ._common import _as_float, check_state
-from ._jcalc import tables
+from ._core import algebra as al
+from ._core.checks import _as_float, check_state
+from ._core.topology import topology
 from ._kinematics import _node_jacobian, _node_poses, body_frames_batched, run_native, support
 
 __all__ = ["MarkerSet", "marker_jacobian", "marker_kinematics", "marker_positions"]
@@ -160,7 +160,7 @@ def _positions_jacobian(model, q, offsets, bodies):
     E0n, r0n, S0 = _node_jacobian(model, q)  # S0: (nv, 6, B) world axes at the world origin
     E0, r0 = body_frames_batched(model, np.asarray(bodies), E0n, r0n)
     P = r0 + al.mtv(E0, offsets)  # (K, 3, B) world
-    node = np.asarray(tables(model).body_node)[np.asarray(bodies)]
+    node = topology(model).body_node[np.asarray(bodies)]
     mask = jnp.asarray(support(model)[node], S0.dtype)  # (K, nv) static: velocity j moves marker k
     w = al.ang(S0)[None]  # (1, nv, 3, B)
     vP = al.lin(S0)[None] + al.cross(w, P[:, None])  # velocity of P from column j

@@ -203,7 +203,7 @@ class Model(eqx.Module):
     def with_traversal(self, traversal: str) -> Model:
         """The same model recursing ``"level"`` by level, ``"body"`` by body,
         ``"level<k>"`` (levels cut into steps of at most ``k`` nodes), or ``"auto"``
-        (default: the traversal `jaxrbd._backend.traversal` picks for the device the
+        (default: the traversal `jaxrbd._core.backend.traversal` picks for the device the
         computation runs on: level by level for a single state and off the CPU, body by
         body for a batch on a CPU)."""
         import dataclasses

@@ -24,16 +24,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _algebra as al
 from . import _coupling
-from ._common import Xup_and_S, _as_float, check_state, gravity_acceleration, sched
-from ._jcalc import joint_velocity_terms
+from ._core import algebra as al
+from ._core.checks import _as_float, check_state
+from ._core.jcalc import joint_velocity_terms
+from ._core.native_vmap import native_vmap
+from ._core.nodes import Xup_and_S, gravity_acceleration, sched
+from ._core.passes import velocities_accelerations
+from ._core.rows import place_rows
+from ._core.topology import topology
 from ._kinematics import body_frames_batched
 from ._model import is_coupled
-from ._passes import velocities_accelerations
-from ._rows import place_rows
-from ._tree import support_table
-from ._vmap import native_vmap
 
 __all__ = [
     "from_log_cholesky",
@@ -144,10 +145,11 @@ def body_regressor(v, a):
     return jnp.concatenate([m_col, h_cols, I_cols], axis=-3)
 
 
-def _support(node_parent: tuple[int, ...], body_node: tuple[int, ...]):
+def _support(model):
     """The static support pairs ``(j, b)``, row-major, where node ``j + 1`` (velocity
     ``j``) is body ``b``'s node or one of its ancestors."""
-    return np.nonzero(support_table(node_parent)[np.asarray(body_node)].T)
+    t = topology(model)
+    return np.nonzero(t.support[t.body_node].T)
 
 
 def regressor_from_motion(model, v, a, E0, r0, S0):
@@ -171,8 +173,8 @@ def regressor_from_motion(model, v, a, E0, r0, S0):
     F0 = al.XT_force(E0b[:, None], r0b[:, None], A)
     # Y[j, b] = S0_j^T F0_b for the supported pairs only (a third of the dense
     # (nv, nbodies) table on a humanoid), placed in the zero matrix (a gather on
-    # batches, see `jaxrbd._rows`).
-    rows, cols = _support(model.node_parent, model.body_node)
+    # batches, see `jaxrbd._core.rows`).
+    rows, cols = _support(model)
     vals = al.dot(S0[rows][:, None], F0[cols])  # (npairs, 10, B)
     nb = model.nbodies
     Y = place_rows(model.nv * nb, [(rows * nb + cols, vals)])

@@ -5,20 +5,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from . import _algebra as al
 from . import _coupling
-from ._common import (
-    Xup_and_S,
-    check_f_ext,
-    check_state,
-    f_ext_nodes,
-    gravity_acceleration,
-    sched,
-)
-from ._jcalc import joint_velocity_terms, node_inertias
+from ._core import algebra as al
+from ._core.checks import check_f_ext, check_state
+from ._core.jcalc import joint_velocity_terms, node_inertias
+from ._core.native_vmap import native_vmap
+from ._core.nodes import Xup_and_S, f_ext_nodes, gravity_acceleration, sched
+from ._core.passes import accumulate_forces, velocities_accelerations
 from ._model import is_coupled
-from ._passes import accumulate_forces, velocities_accelerations
-from ._vmap import native_vmap
 
 __all__ = ["inverse_dynamics", "bias_forces", "gravity_forces", "rnea_batched"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from . import _algebra as al
-from ._common import _as_float, check_state
+from ._core import algebra as al
+from ._core.checks import _as_float, check_state
 from ._energy import _com, _moving_inertias, _to_world, _world_inertias
 from ._kinematics import _node_accelerations, run_native
 from ._model import is_coupled

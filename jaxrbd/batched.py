@@ -1,7 +1,7 @@
 """Batched entry points: many states in one call, batch axis first.
 
 Each function here is `jax.vmap` of its single-state twin, compiled with `jaxrbd.jit`;
-`jax.vmap` already runs jaxrbd's batch-trailing kernels (`jaxrbd._vmap.native_vmap`),
+`jax.vmap` already runs jaxrbd's batch-trailing kernels (`jaxrbd._core.native_vmap.native_vmap`),
 so the numbers and the speed are those of ``jaxrbd.jit(jax.vmap(f))``. What they add
 is what `jax.vmap` does not do by itself:
 
@@ -13,7 +13,7 @@ is what `jax.vmap` does not do by itself:
 * `rollout`: rollouts sharded over devices;
 * ``devices=``: the batch split over several devices, e.g. both cores of a CPU host
   split into two devices with ``jax.config.update("jax_num_cpu_devices", 2)`` before
-  JAX starts (`jaxrbd._sharding`). ``"all"`` takes `jax.devices()`; the default
+  JAX starts (`jaxrbd._core.sharding`). ``"all"`` takes `jax.devices()`; the default
   ``None`` runs on one device.
 
 Example:
@@ -27,7 +27,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._common import _as_float, warn_deprecated
+from ._core.checks import _as_float, warn_deprecated
 from ._jit import jit as _jit
 from ._model import is_coupled
 
@@ -138,9 +138,9 @@ def _vmap(fn, model, *arrays):
 
 
 def _sharded(fn, devices, model, *arrays, **static):
-    """``fn(model, *arrays)`` with the batch split over ``devices`` (`jaxrbd._sharding`);
+    """``fn(model, *arrays)`` with the batch split over ``devices`` (`jaxrbd._core.sharding`);
     the model is shared, or split with the states when it is a `stack_models` batch."""
-    from ._sharding import shard_batch
+    from ._core.sharding import shard_batch
 
     in_axes = (None if n_models(model) is None else 0,) + (0,) * len(arrays)
     return shard_batch(fn, devices, in_axes, model, *arrays, **static)
@@ -387,7 +387,7 @@ def rollout(
     `jax.sharding.Mesh` of `devices` (`jax.shard_map`, inputs placed with a
     `NamedSharding`); the batch is padded with copies of sample 0 to a multiple of the
     device count, and the padding is dropped from the results. Inside each device the
-    samples run in blocks sized for those devices (`jaxrbd._backend.block_size`), each
+    samples run in blocks sized for those devices (`jaxrbd._core.backend.block_size`), each
     block one vmapped rollout.
     Results equal `jax.vmap(jaxrbd.rollout)` and do not depend on the device count.
 

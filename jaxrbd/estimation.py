@@ -31,9 +31,9 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
-from . import _linalg
-from ._common import _as_float
 from ._configuration import difference, integrate, neutral_configuration
+from ._core import linalg as _linalg
+from ._core.checks import _as_float
 from ._ik import IKTarget, inverse_kinematics
 from ._markers import MarkerSet, marker_kinematics, marker_positions
 

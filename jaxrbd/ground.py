@@ -28,9 +28,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from . import _linalg
-from ._common import _as_float, check_state, check_vector
 from ._configuration import integrate
+from ._core import linalg as _linalg
+from ._core.checks import _as_float, check_state, check_vector
 from ._crba import mass_matrix
 from ._ground_geometry import (
     AbstractTerrain,

@@ -1,7 +1,7 @@
 """Joint constructors (host-side descriptions used by `ModelBuilder`).
 
 A joint is *data*: a kind tag, its sizes and its motion-subspace columns (at ``q = 0``). The
-traced joint calculations (``XJ``, ``S``, ``vJ``, ``cJ``) live in `jaxrbd._jcalc`.
+traced joint calculations (``XJ``, ``S``, ``vJ``, ``cJ``) live in `jaxrbd._core.jcalc`.
 
 Every joint with ``nv`` degrees of freedom is carried inside the model as ``nv``
 one-degree-of-freedom *nodes* (RBDL's emulation of multi-DoF joints by massless

@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._core.rotation import normalize_quat, quat_mul, quat_to_R
 from ._markers import MarkerSet, marker_positions
-from ._rotation import normalize_quat, quat_mul, quat_to_R
 
 __all__ = [
     "MocapTrial",

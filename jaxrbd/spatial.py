@@ -19,7 +19,7 @@ pure ``jax.numpy`` and works under ``jit``, ``vmap`` and ``grad``. Integer input
 converted to the default floating dtype; floating inputs keep theirs.
 
 The products and transforms are those of the algorithms' own algebra
-(`jaxrbd._algebra`, `jaxrbd._rotation`), which keeps a trailing batch axis; this module
+(`jaxrbd._core.algebra`, `jaxrbd._core.rotation`), which keeps a trailing batch axis; this module
 checks and broadcasts the arguments, adds that axis and takes it off again, so each
 formula exists once.
 """
@@ -31,8 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
-from . import _algebra as al
-from . import _rotation
+from ._core import algebra as al
+from ._core import rotation as _rotation
 
 __all__ = [
     "X_star",
@@ -105,7 +105,7 @@ def _broadcast(fn: str, *items: tuple[str, Array, int]) -> list[Array]:
 
 
 def _bt(fn, *xs: Array):
-    """``fn`` of `jaxrbd._algebra` (batch-trailing layout) on arrays without a batch axis."""
+    """``fn`` of `jaxrbd._core.algebra` (batch-trailing layout) on arrays without a batch axis."""
     return jax.tree_util.tree_map(lambda o: o[..., 0], fn(*(x[..., None] for x in xs)))
 
 

@@ -326,7 +326,7 @@ def test_the_rule_runs_under_grad_and_not_under_ad(mixed, monkeypatch):
 @pytest.mark.parametrize("mode", MODES)
 def test_vmap_runs_the_native_batched_kernel(mixed, monkeypatch, mode):
     """`jax.vmap` of forward dynamics still runs the batch-trailing kernel on the whole
-    batch (`jaxrbd._vmap.native_vmap`), under either derivative mode."""
+    batch (`jaxrbd._core.native_vmap.native_vmap`), under either derivative mode."""
     widths = []
     orig = jaxrbd._aba.aba_batched
 

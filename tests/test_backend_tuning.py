@@ -1,8 +1,8 @@
-"""Per-backend tuning of the batched kernels, decided in `jaxrbd._backend`.
+"""Per-backend tuning of the batched kernels, decided in `jaxrbd._core.backend`.
 
 On the CPU the batched kernels cut the batch into cache-sized blocks (`_backend.CHUNK`) run
 one after the other, step one tree node at a time, and keep LAPACK calls under XLA:CPU's
-threading threshold (`jaxrbd._linalg`). Off the CPU they take the whole batch at once and
+threading threshold (`jaxrbd._core.linalg`). Off the CPU they take the whole batch at once and
 step level by level. CI has no GPU, so these tests make JAX report the default backend they need
 (``jax.default_backend`` patched to ``"cpu"`` or ``"gpu"`` while tracing, the arrays on
 whatever device there is) and check that each path is the one traced and that the
@@ -19,7 +19,12 @@ import pytest
 from helpers import assert_allclose
 
 import jaxrbd
-from jaxrbd import _backend, _common, _jit, _linalg, _tree, _vmap
+from jaxrbd import _jit
+from jaxrbd._core import backend as _backend
+from jaxrbd._core import linalg as _linalg
+from jaxrbd._core import native_vmap as _vmap
+from jaxrbd._core import nodes as _nodes
+from jaxrbd._core.topology import topology
 
 B = 70  # more than two CPU blocks of 32, with padding
 
@@ -73,17 +78,17 @@ def test_accelerator_takes_the_whole_batch(gpu_backend):
 
 def test_auto_traversal_per_backend(robots, monkeypatch):
     model = robots["talos"].model
-    body = _tree.schedule(model.node_parent, "body").steps
-    level = _tree.schedule(model.node_parent, "level").steps
+    body = topology(model).schedule("body").steps
+    level = topology(model).schedule("level").steps
     assert level.shape[0] < body.shape[0]
     _report(monkeypatch, "cpu")
-    assert np.array_equal(_common.sched(model, B=4096).steps, body)
-    assert np.array_equal(_common.sched(model, B=1).steps, level)
+    assert np.array_equal(_nodes.sched(model, B=4096).steps, body)
+    assert np.array_equal(_nodes.sched(model, B=1).steps, level)
     _report(monkeypatch, "gpu")
-    assert np.array_equal(_common.sched(model, B=4096).steps, level)
-    assert np.array_equal(_common.sched(model, B=1).steps, level)
+    assert np.array_equal(_nodes.sched(model, B=4096).steps, level)
+    assert np.array_equal(_nodes.sched(model, B=1).steps, level)
     # an explicit traversal is kept on every backend
-    assert np.array_equal(_common.sched(model.with_traversal("body"), B=4096).steps, body)
+    assert np.array_equal(_nodes.sched(model.with_traversal("body"), B=4096).steps, body)
 
 
 def _lapack_jaxpr():
@@ -147,7 +152,7 @@ def test_accelerator_path_gives_the_cpu_numbers(cpu_results, gpu_backend):
 
 
 def test_explicit_device_wins_over_the_default_backend(monkeypatch):
-    """`jaxrbd._backend` follows an explicit device or platform name first."""
+    """`jaxrbd._core.backend` follows an explicit device or platform name first."""
     cpu = jax.devices("cpu")[0]
     _report(monkeypatch, "gpu")
     assert _backend.platform(cpu) == "cpu" and _backend.on_cpu("cpu")
@@ -168,11 +173,11 @@ def test_explicit_device_wins_over_the_default_backend(monkeypatch):
 def test_the_default_device_wins_over_the_default_backend(monkeypatch, robots):
     """Under `jax.default_device` the tuning follows that device, not the process default."""
     model = robots["talos"].model
-    body = _tree.schedule(model.node_parent, "body").steps
+    body = topology(model).schedule("body").steps
     _report(monkeypatch, "gpu")
     with jax.default_device(jax.devices("cpu")[0]):
         assert _backend.platform() == "cpu" and _vmap.default_chunk() == _vmap.CHUNK
-        assert np.array_equal(_common.sched(model, B=4096).steps, body)
+        assert np.array_equal(_nodes.sched(model, B=4096).steps, body)
         assert "scan" in _lapack_jaxpr()
         assert jaxrbd.compiler_options() == _backend.compiler_options("cpu") != {}
     assert not _backend.on_cpu() and jaxrbd.compiler_options() == {}

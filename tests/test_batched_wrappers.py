@@ -109,7 +109,7 @@ def test_errors(setup):
 
 
 def test_parameter_derivatives_name_is_a_deprecated_alias(setup, monkeypatch):
-    from jaxrbd import _common
+    from jaxrbd._core import checks as _common
 
     model, _, _, Q, QD, QDD, _ = setup
     monkeypatch.setattr(_common, "_WARNED", set())

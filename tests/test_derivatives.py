@@ -296,7 +296,7 @@ def test_parameter_derivatives(zoo, seed):
 def test_parameter_derivatives_name_is_a_deprecated_alias(zoo, monkeypatch):
     """`inverse_dynamics_parameter_derivatives` is `inverse_dynamics_regressor`, and says
     so once per process."""
-    from jaxrbd import _common
+    from jaxrbd._core import checks as _common
 
     monkeypatch.setattr(_common, "_WARNED", set())
     m = zoo["mixed"]

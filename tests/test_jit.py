@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import jaxrbd
-from jaxrbd import _backend, _jit
+from jaxrbd import _jit
+from jaxrbd._core import backend as _backend
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""`jaxrbd._linalg`: blocked LAPACK calls that cannot deadlock XLA:CPU's thread pool.
+"""`jaxrbd._core.linalg`: blocked LAPACK calls that cannot deadlock XLA:CPU's thread pool.
 
 jaxlib 0.10's CPU LAPACK kernels split a batch whose ``batch · cost`` (their flop estimate
 per matrix) reaches `PARALLEL_THRESHOLD` over the intra-op pool and block on the pieces;
@@ -23,7 +23,7 @@ import pytest
 from helpers import assert_allclose
 
 import jaxrbd
-from jaxrbd import _linalg
+from jaxrbd._core import linalg as _linalg
 
 RNG = np.random.default_rng(0)
 

@@ -1,4 +1,4 @@
-"""`jaxrbd._vmap.native_vmap` with optional (``None``) arguments."""
+"""`jaxrbd._core.native_vmap.native_vmap` with optional (``None``) arguments."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 
 import jaxrbd
+from jaxrbd._core.native_vmap import native_vmap
 from jaxrbd._rnea import rnea_batched
-from jaxrbd._vmap import native_vmap
 
 RNEA = native_vmap(rnea_batched)  # f_ext optional: one wrapper, no twin
 

@@ -133,11 +133,11 @@ def test_schedules_are_topological(zoo, traversal):
     """Every schedule visits each node once, after its parent, with distinct scratch
     slots in the padding; ``"level<k>"`` (the articulated-body passes on batches use
     ``"level2"``) has at most ``k`` nodes per step."""
-    from jaxrbd._tree import schedule
+    from jaxrbd._core.schedule import Schedule
 
     for name in ("all_kinds", "humanoid"):
         parent = zoo[name].node_parent
-        n, s = len(parent), schedule(parent, traversal)
+        n, s = len(parent), Schedule(parent, traversal)
         done = {0}
         for row, prow in zip(s.steps.tolist(), s.step_parent.tolist()):
             real = [i for i in row if i < n]
@@ -152,7 +152,7 @@ def test_schedules_are_topological(zoo, traversal):
             assert s.width <= int(traversal[5:])
     for bad in ("diagonal", "level0", "levelx"):
         with pytest.raises(ValueError, match="traversal"):
-            schedule(parent, bad)
+            Schedule(parent, bad)
 
 
 @pytest.mark.parametrize("name", ["all_kinds", "humanoid"])
@@ -718,11 +718,12 @@ _ROOT_KINDS = ("free", "spherical", "euler_zyx", "euler_yxz", "translation_xyz")
 @pytest.mark.parametrize("root", _ROOT_KINDS)
 def test_batched_root_chain_equals_single_state(root):
     """On batches the articulated-body passes handle the nodes of a multi-DoF root joint
-    apart (`_common.root_chain`): vmapped forward dynamics (with external forces) and
+    apart (`jaxrbd._aba_root.root_chain`): vmapped forward dynamics (with external forces) and
     `minv_times` with several right-hand sides equal the single-state passes, which do
     not, for every multi-DoF root kind; a fixed-base tree and a world with two children
     keep the plain passes."""
-    from jaxrbd._common import root_chain, sched
+    from jaxrbd._aba_root import root_chain
+    from jaxrbd._core.nodes import sched
 
     model = random_tree(7, 5, kinds=[root, "revolute", "spherical", "fixed", "planar"],
                         parents=[0, 1, 1, 2, 3])

@@ -1,4 +1,4 @@
-"""Loop-free row placement (`jaxrbd._rows`) and in-place tree scans (`jaxrbd._tree.take`).
+"""Loop-free row placement (`jaxrbd._core.rows`) and in-place tree scans (`jaxrbd._core.schedule.take`).
 
 Two XLA:CPU behaviours cost batched programs dearly and are checked here on the
 compiled HLO, since timings belong in `benchmarks/` (marked ``perf``: ``pytest -m perf``
@@ -21,7 +21,7 @@ import pytest
 from helpers import assert_allclose
 
 import jaxrbd
-from jaxrbd._rows import place_rows, sum_rows
+from jaxrbd._core.rows import place_rows, sum_rows
 
 RNG = np.random.default_rng(3)
 
@@ -159,7 +159,7 @@ def _scatter_loops(loops, batched):
 def test_no_scatter_loops_over_batched_arrays(chain_hlo, name):
     """A scatter over per-node or per-entry indices of a batched array would run one loop
     iteration per index in every block. (Scatters of per-model tables, without a batch,
-    stay: see `jaxrbd._rows`.)"""
+    stay: see `jaxrbd._core.rows`.)"""
     loops = _while_loops(chain_hlo[name])
     assert any(n >= 20 for n, *_ in loops), "expected the tree scans"
     bad = _scatter_loops(loops, _BATCHED)

@@ -1,4 +1,4 @@
-"""``devices=`` of the batched entry points (`jaxrbd._sharding`): a batch split over
+"""``devices=`` of the batched entry points (`jaxrbd._core.sharding`): a batch split over
 devices gives the unsharded numbers, its outputs live on every device, and a bad
 ``devices`` gets a sentence.
 
@@ -81,7 +81,7 @@ _TWO_DEVICES = textwrap.dedent(
     # the two shares run at the same time, on two threads: each device's program sleeps
     # in a host callback, and the sleeps overlap (sleeping needs no free core)
     import threading, time
-    from jaxrbd._sharding import shard_batch
+    from jaxrbd._core.sharding import shard_batch
     spans = []
 
     def nap(x):

@@ -379,7 +379,7 @@ def test_quaternion_zero_is_nan_everywhere():
     """One rule for the zero quaternion: it names no rotation, so the public conversion,
     the algorithms' own and the dynamics all give NaN (docs/conventions.md); any other
     scale is normalised away, with finite gradients."""
-    from jaxrbd import _rotation
+    from jaxrbd._core import rotation as _rotation
 
     assert np.all(np.isnan(spatial.quat_to_rotation(jnp.zeros(4))))
     assert np.all(np.isnan(_rotation.quat_to_R(jnp.zeros((4, 1)))))

@@ -23,8 +23,8 @@ from jaxtyping import Array, Float
 from .. import joints
 from .._body import Body, Transform
 from .._builder import ModelBuilder
-from .._common import check_vector
 from .._constraints import ConstraintSet
+from .._core.checks import check_vector
 from .._model import Model
 
 __all__ = [

@@ -21,88 +21,15 @@ index tables.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _algebra as al
-from ._rotation import quat_to_E
-from ._rows import place_rows, sum_rows
-from .joints import _EULER_AXES
-
-_MULTI = (
-    "spherical", "free", "euler_zyx", "euler_xyz", "euler_yxz", "euler_zxy", "translation_xyz",
-)
-#: Kinds whose every node is its own frame (one column per node).
-_SINGLE = ("screw", "custom")
-
-
-class JointTables:
-    """Static index tables of one model structure (numpy, cached)."""
-
-    def __init__(self, joint_kind, body_node, node_body, q_start, v_start, nq, nv, fixed):
-        nn = nv + 1
-        self.nn = nn
-        # first node of each body's joint (the node that carries Xtree and XJ)
-        first_node = {}
-        for n in range(1, nn):
-            first_node.setdefault(node_body[n], n)
-        self.first_body = np.array(  # body whose Xtree each node carries, or -1
-            [-1] + [node_body[n] if first_node[node_body[n]] == n else -1 for n in range(1, nn)]
-        )
-        # per kind: (node indices of first nodes, q start per joint)
-        self.screw_nodes = np.array(
-            [n for n in range(1, nn) if joint_kind[node_body[n]] == "screw"], dtype=np.int64
-        )
-        qi = []
-        for n in self.screw_nodes:
-            b = node_body[n]
-            qi.append(q_start[b] + (n - first_node[b]))
-        self.screw_q = np.array(qi, dtype=np.int64)
-        self.custom_nodes = np.array(
-            [n for n in range(1, nn) if joint_kind[node_body[n]] == "custom"], dtype=np.int64
-        )
-        self.custom_q = np.array(
-            [q_start[node_body[n]] + (n - first_node[node_body[n]]) for n in self.custom_nodes],
-            dtype=np.int64,
-        )
-        self.multi = {}
-        for kind in _MULTI:
-            bodies = [b for b in range(len(joint_kind)) if joint_kind[b] == kind]
-            if bodies:
-                self.multi[kind] = (
-                    np.array([first_node[b] for b in bodies]),
-                    np.array([q_start[b] for b in bodies]),
-                    np.array([v_start[b] for b in bodies]),
-                )
-        # bias target: node receiving this node's vJ in c = v x vJ (+ cJ)
-        target = np.arange(nn)
-        for n in range(1, nn):
-            b = node_body[n]
-            if joint_kind[b] not in _SINGLE:
-                target[n] = body_node[b]  # the joint's last node
-        self.bias_target = target
-        self.multi_dof_last = np.array(
-            [body_node[b] for b in range(len(joint_kind)) if joint_kind[b] in _MULTI],
-            dtype=np.int64,
-        )
-        # bodies merged into each node (node inertia = sum of transformed body inertias)
-        self.body_node = np.asarray(body_node)
-        self.fixed = np.asarray(fixed)
-
-
-@functools.lru_cache(maxsize=256)
-def _tables(key) -> JointTables:
-    return JointTables(*key)
-
-
-def tables(model) -> JointTables:
-    return _tables(
-        (model.joint_kind, model.body_node, model.node_body, model.q_start, model.v_start,
-         model.nq, model.nv, model.body_fixed)
-    )
+from ..joints import _EULER_AXES
+from . import algebra as al
+from .rotation import quat_to_E
+from .rows import place_rows, sum_rows
+from .topology import topology
 
 
 def _bc(x):
@@ -181,7 +108,7 @@ def joint_transforms(model, q):
         ``E (nn, 3, 3, B)``, ``r (nn, 3, B)``, ``S (nn, 6, B)`` (row 0, the world, is
         the identity with ``S = 0``).
     """
-    t = tables(model)
+    t = topology(model)
     nn, B, dtype = t.nn, q.shape[-1], q.dtype
     axes = _bc(model.axes)  # (nv, 6, 1)
     Es, rs, Ss = [], [], []  # (nodes, values) of the nodes that differ from the default
@@ -228,7 +155,7 @@ def joint_velocity_terms(model, q, qd, S):
     Returns:
         ``vJ, vJc, cJ``, each ``(nn, 6, B)`` (``cJ`` may be ``None`` when zero).
     """
-    t = tables(model)
+    t = topology(model)
     qd_n = jnp.concatenate([jnp.zeros_like(qd[:1]), qd], axis=0)  # (nn, B)
     vJ = S * qd_n[:, None, :]
     vJc = sum_rows(t.nn, t.bias_target, vJ) if len(t.multi_dof_last) else vJ
@@ -264,7 +191,7 @@ def body_offsets(model, bodies=None):
     back: XLA:CPU (jaxlib 0.10) can miscompile that pattern when the array itself comes
     from a gather.
     """
-    t = tables(model)
+    t = topology(model)
     nb = len(t.fixed)
     bodies = np.arange(nb) if bodies is None else np.asarray(bodies)
     every = bodies.shape == (nb,) and bool((bodies == np.arange(nb)).all())
@@ -280,7 +207,7 @@ def body_offsets(model, bodies=None):
 
 def node_inertias(model):
     """Rigid-body inertia of every node (bodies merged by fixed joints summed), ``(nn, 10, 1)``."""
-    t = tables(model)
+    t = topology(model)
     Ib = _bc(model.inertia)  # (nbodies, 10, 1)
     offsets = body_offsets(model)
     if offsets is not None:
@@ -290,7 +217,7 @@ def node_inertias(model):
 
 def node_Xtree(model):
     """``Xtree`` of every node (identity for inner nodes of multi-DoF joints), ``(nn, ...)``."""
-    t = tables(model)
+    t = topology(model)
     nn = t.nn
     sel = np.flatnonzero(t.first_body >= 0)
     bodies = t.first_body[sel]

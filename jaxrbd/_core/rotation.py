@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from . import _algebra as al
+from . import algebra as al
 
 
 def normalize_quat(quat):

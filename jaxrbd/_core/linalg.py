@@ -15,8 +15,8 @@ calling thread.
 The functions here take ONE matrix (use `jax.vmap` for batches, as with `jnp.linalg`) and
 call the LAPACK kernels on blocks whose cost, estimated at twice jaxlib's, stays below
 that threshold (one matrix per call for the larger ones): under `jax.vmap` (nested or
-not) the batch is flattened and cut into blocks run by `lax.map` (`jaxrbd._vmap.blocked`).
-The guard is on whenever the work runs on a CPU (`jaxrbd._backend.lapack_guard`); on
+not) the batch is flattened and cut into blocks run by `lax.map` (`jaxrbd._core.native_vmap.blocked`).
+The guard is on whenever the work runs on a CPU (`jaxrbd._core.backend.lapack_guard`); on
 other devices the same blocks would cost a loop of launches, so the whole batch goes to
 one call. Derivatives are defined here (forward mode; reverse
 mode by transposition) so that they run through the same blocked kernels.
@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-from ._backend import lapack_guard
-from ._vmap import blocked
+from .backend import lapack_guard
+from .native_vmap import blocked
 
 __all__ = ["cho_solve", "cholesky", "eigh", "pinv", "solve_triangular", "svd"]
 

@@ -6,7 +6,7 @@ Each algorithm has a single-state form and a batch-trailing form (``(..., B)``).
 * evaluates the single-state form when called plainly,
 * under `jax.vmap` over states (the model unbatched), moves the batch to the last
   axis and runs the batch-trailing form in blocks sized for the device
-  (`jaxrbd._backend.block_size`, via ``custom_vmap``),
+  (`jaxrbd._core.backend.block_size`, via ``custom_vmap``),
 * under `jax.vmap` over models (stacked leaves), falls back to ordinary batching,
 * differentiates through the plain single-state code (``custom_jvp`` around the
   ``custom_vmap``), so `jax.grad`, `jax.jacfwd` and their vmaps behave as usual.
@@ -18,13 +18,13 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-from ._backend import CHUNK, block_size, on_cpu
+from .backend import CHUNK, block_size, on_cpu
 
 __all__ = ["CHUNK", "blocked", "default_chunk", "native_vmap", "on_cpu"]
 
 
 def default_chunk(cpu_chunk: int = CHUNK) -> int | None:
-    """Samples per block by default (`jaxrbd._backend.block_size`): ``cpu_chunk`` on a
+    """Samples per block by default (`jaxrbd._core.backend.block_size`): ``cpu_chunk`` on a
     CPU, ``None`` (the whole batch in one block) elsewhere."""
     return block_size(cpu_chunk)
 

@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ._jit import _nested, jit
+from .._jit import _nested, jit
 
 __all__ = ["check_devices", "shard_batch"]
 
@@ -125,7 +125,7 @@ def _sharded(fn, devices, in_axes, static):
         if padn:
             args = tuple(x if ax is None else _pad(x, padn) for x, ax in zip(args, in_axes))
         # traced under the devices' default device, so that the kernels inside are tuned
-        # for them (`jaxrbd._backend`); check_vma=False: the per-sample algorithms start
+        # for them (`jaxrbd._core.backend`); check_vma=False: the per-sample algorithms start
         # scans from fresh (unsharded) buffers and nothing crosses devices
         with jax.default_device(devices[0]):
             out = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=P(_AXIS),

@@ -9,38 +9,24 @@ into steps of at most ``k`` nodes (fewer steps than ``"body"``, less padding tha
 indices ``nnodes, nnodes + 1, ...`` (one per slot, so writes never collide); the
 per-node buffers carry those extra rows, filled with harmless values.
 
-All tables are numpy (trace-time constants), cached per tree structure.
+All tables are numpy (trace-time constants); `jaxrbd._core.topology.Topology.schedule`
+builds each once per tree structure.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["Schedule", "schedule", "support_table"]
-
-
-@functools.lru_cache(maxsize=256)
-def support_table(node_parent: tuple[int, ...]) -> np.ndarray:
-    """``sup[n, k - 1]`` (bool, ``(nnodes, nnodes - 1)``): node ``k >= 1`` lies on the path
-    from the root to node ``n``, i.e. velocity ``k - 1`` moves node ``n``. Read the
-    other way, ``sup.T[k - 1, n]``: node ``n`` lies in the subtree of node ``k``. Row 0
-    (the world) is all False. Cached per structure; do not modify the returned array."""
-    nn = len(node_parent)
-    sup = np.zeros((nn, nn - 1), dtype=bool)
-    for n in range(1, nn):
-        sup[n] = sup[node_parent[n]]
-        sup[n, n - 1] = True
-    sup.flags.writeable = False
-    return sup
+__all__ = ["Schedule", "add", "backward_scan", "forward_scan", "put", "scan_schedule", "take"]
 
 
 class Schedule:
-    """Traversal tables for one tree (``parent[0] == -1``)."""
+    """Traversal tables for one tree (``parent[0] == -1``); get them from
+    `jaxrbd._core.topology.Topology.schedule`, which caches one per traversal."""
 
     def __init__(self, parent: tuple[int, ...], traversal: str):
         n = len(parent)
@@ -74,18 +60,10 @@ class Schedule:
         par[0] = 0
         self.steps = steps  # (nsteps, W) node indices
         #: node of each step slot, flattened, with -1 for the scratch slots: where the
-        #: per-step outputs of a scan go in node order (`jaxrbd._rows.place_rows`)
+        #: per-step outputs of a scan go in node order (`jaxrbd._core.rows.place_rows`)
         self.slot_nodes = np.where(steps < n, steps, -1).reshape(-1)
         self.step_parent = par[steps].astype(np.int32)  # (nsteps, W)
         self.parent_padded = par.astype(np.int32)  # (nbuf,)
-        # Ancestor walk tables for the CRBA: for d = 1..max_depth-1, node i's
-        # ancestor at distance d (or -1).
-        anc = np.full((max(self.max_depth - 1, 0), n - 1), -1, dtype=np.int64)
-        cur = np.arange(1, n)
-        for d in range(self.max_depth - 1):
-            cur = np.where(cur > 0, np.asarray(parent)[np.maximum(cur, 0)], 0)
-            anc[d] = np.where(cur > 0, cur, -1)
-        self.ancestors = anc  # (max_depth-1, n-1)
 
     def tail(self, k: int) -> Schedule:
         """This schedule without its first ``k`` steps (a shallow copy)."""
@@ -95,11 +73,6 @@ class Schedule:
         t.steps, t.step_parent = self.steps[k:], self.step_parent[k:]
         t.slot_nodes = self.slot_nodes[k * self.width :]
         return t
-
-
-@functools.lru_cache(maxsize=256)
-def schedule(parent: tuple[int, ...], traversal: str = "level") -> Schedule:
-    return Schedule(parent, traversal)
 
 
 def scan_schedule(step, carry, sched: Schedule, xs_nodes, reverse=False, step_xs=()):

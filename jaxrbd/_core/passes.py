@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from . import _algebra as al
-from ._common import pad, pad_E
-from ._tree import Schedule, add, backward_scan, forward_scan, put, take
+from . import algebra as al
+from .nodes import pad, pad_E
+from .schedule import Schedule, add, backward_scan, forward_scan, put, take
 
 
 def world_transforms(s: Schedule, E, r):
@@ -96,7 +96,7 @@ def accumulate_forces(s: Schedule, E, r, f):
 
 def composite_inertias(s: Schedule, E, r, Ic):
     """CRBA backward pass ``IC_lam += Xup_i^T IC_i Xup_i`` in compact rigid-body form."""
-    from ._common import pad_inertia
+    from .nodes import pad_inertia
 
     B = E.shape[-1]
     IC = pad_inertia(jnp.broadcast_to(Ic, Ic.shape[:-1] + (B,)), s)

@@ -7,7 +7,7 @@ else from the device the computation runs on: the one `jax.default_device` names
 context manager or the ``jax_default_device`` option), else JAX's default backend.
 
 * **Block size** (`block_size`). On a CPU the batched kernels run the batch in blocks of
-  `CHUNK` samples, one after the other (`jaxrbd._vmap.blocked`): a block keeps every
+  `CHUNK` samples, one after the other (`jaxrbd._core.native_vmap.blocked`): a block keeps every
   per-node buffer in the cache. On an accelerator every iteration of the loop over
   blocks costs kernel launches, so the whole batch is one block.
 * **Traversal** (`traversal`). ``Model.traversal == "auto"`` steps one tree node at a
@@ -20,7 +20,7 @@ context manager or the ``jax_default_device`` option), else JAX's default backen
   kernels, each of which costs runtime overhead per scan step, and 512-bit vectors cover
   a block's samples in half the instructions. Elsewhere there are none.
 * **LAPACK guard** (`lapack_guard`). XLA:CPU's LAPACK kernels can deadlock when two of
-  them split batches over the thread pool at once (`jaxrbd._linalg`); the guard keeps
+  them split batches over the thread pool at once (`jaxrbd._core.linalg`); the guard keeps
   every call below the splitting threshold whenever the work runs on a CPU.
 
 The figures behind these choices are in ``benchmarks/LOG.md``.
@@ -89,7 +89,7 @@ def block_size(cpu_chunk: int = CHUNK, device=None) -> int | None:
 
 
 def traversal(model_traversal: str, B: int, batch_width: int = 1, device=None) -> str:
-    """The schedule (`jaxrbd._tree.schedule`) for ``Model.traversal``, ``B`` states.
+    """The schedule (`jaxrbd._core.topology.Topology.schedule`) for ``Model.traversal``, ``B`` states.
 
     An explicit traversal is kept. ``"auto"`` is ``"level"`` for one state (fewest
     sequential steps) and off the CPU; on a CPU batch, ``batch_width`` nodes per step
@@ -104,7 +104,7 @@ def traversal(model_traversal: str, B: int, batch_width: int = 1, device=None) -
 
 def lapack_guard(device=None) -> bool:
     """Whether batched LAPACK calls are cut below XLA:CPU's threading threshold: on
-    whenever the work runs on a CPU (`jaxrbd._linalg`)."""
+    whenever the work runs on a CPU (`jaxrbd._core.linalg`)."""
     return on_cpu(device)
 
 
