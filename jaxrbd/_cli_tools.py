@@ -112,7 +112,7 @@ def bench(
         "inverse_dynamics": lambda q, v, u: jaxrbd.inverse_dynamics(model, q, v, u),
         "mass_matrix": lambda q, v, u: jaxrbd.mass_matrix(model, q),
         "forward_kinematics": lambda q, v, u: jaxrbd.forward_kinematics(model, q),
-        "body_jacobians": lambda q, v, u: jaxrbd.body_jacobians(model, q),
+        "body_jacobians": lambda q, v, u: jaxrbd.body_jacobians(model, q, frame="body"),
         "centroidal_momentum_matrix": lambda q, v, u: jaxrbd.centroidal_momentum_matrix(model, q),
     }
     rows = []

@@ -14,6 +14,7 @@ a point (the linear part is the velocity or classical acceleration of that point
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 
 import jax
@@ -283,23 +284,35 @@ def _body_accelerations(model, q, qd, qdd):
     return body_frames_batched(model, np.arange(model.nbodies), E0, r0, a)[2]
 
 
-def body_jacobians(model, q, frame="body"):
+def body_jacobians(model, q, frame=None):
     """Jacobians of every body frame at once.
 
     Args:
         model: a `Model`.
         q: configuration `(nq,)`.
-        frame: ``"body"`` (spatial velocity in body coordinates) or ``"world"``
-            (``[ω; v_origin]`` in world-aligned coordinates at each body origin).
+        frame: ``"body"`` (spatial velocity in body coordinates, as `body_velocities`)
+            or ``"world"`` (``[ω; v_origin]`` in world-aligned coordinates at each body
+            origin, as `body_jacobian`). Pass it: the default is ``"body"`` today and
+            becomes ``"world"``, the default of `body_jacobian`, in the next release;
+            leaving it out warns (`FutureWarning`).
 
     Returns:
         `(nbodies, 6, nv)`: ``J[i] @ qd`` is the velocity of body ``i`` in ``frame``.
 
     Example:
-        >>> J = jaxrbd.body_jacobians(model, q)
+        >>> J = jaxrbd.body_jacobians(model, q, frame="body")
         >>> bool(jnp.allclose(J @ qd, jaxrbd.body_velocities(model, q, qd)))
         True
     """
+    if frame is None:
+        warnings.warn(
+            "body_jacobians: the default frame changes from 'body' to 'world' (the default "
+            "of body_jacobian) in the next release; pass frame='body' to keep this result "
+            "or frame='world' for the new one",
+            FutureWarning,
+            stacklevel=2,
+        )
+        frame = "body"
     if is_coupled(model):
         return _coupling.body_jacobians(model, q, frame)
     with jax.named_scope("jaxrbd.body_jacobians"):

@@ -213,7 +213,7 @@ def test_all_bodies_at_once_match_single_body_calls():
         return (
             jaxrbd.body_velocities(model, q, qd),
             jaxrbd.body_accelerations(model, q, qd, qdd),
-            jaxrbd.body_jacobians(model, q),
+            jaxrbd.body_jacobians(model, q, frame="body"),
             jaxrbd.body_jacobians(model, q, frame="world"),
             jnp.stack([jaxrbd.body_velocity(model, q, qd, b, frame="body") for b in bodies]),
             jaxrbd.body_acceleration(model, q, qd, qdd, bodies, frame="body"),
@@ -466,3 +466,14 @@ def test_summary_shows_tree(robots):
     assert "world (m=0.6298 kg attached)" in text
     hum = str(ZOO["humanoid"])
     assert "free" in hum and "q[0:7] v[0:6]" in hum
+
+
+def test_body_jacobians_default_frame_warns_and_keeps_body():
+    """Leaving ``frame`` out of `body_jacobians` warns that its default becomes
+    ``"world"`` (the default of `body_jacobian`) and still returns body coordinates."""
+    model = _model()
+    q, _, _, _ = random_state(model, jax.random.key(6))
+    with pytest.warns(FutureWarning, match="default frame changes from 'body' to 'world'"):
+        J = jaxrbd.body_jacobians(model, q)
+    assert_allclose(J, jaxrbd.body_jacobians(model, q, frame="body"), rtol=0, atol=0,
+                    name="default = 'body'")
