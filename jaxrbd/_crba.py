@@ -1,52 +1,73 @@
-"""Joint-space inertia by the composite-rigid-body algorithm (Felis 2017, Alg. 3, RBDA Table 6.2)."""
+"""Joint-space inertia by the composite-rigid-body algorithm (Felis 2017, Alg. 3, RBDA Table 6.2).
+
+Table 6.2 accumulates the composite inertias up the tree in each body's own frame and
+then walks every column's force up through its ancestors. With every quantity in one
+coordinate frame instead (Featherstone 2008, section 6.2), no walk is needed: the
+composite inertia of a subtree is the plain sum of its bodies' inertias, and
+``H_ij = S_i . (IC_j S_j)`` for each pair of a DoF ``j`` and an ancestor-or-self ``i``.
+That frame here is node 1's (the floating base, or the first body of a fixed-base
+chain; with several roots, the world's axes at node 1's origin), so that the inertias
+stay well scaled wherever the robot stands and the root joint's columns stay exact.
+The entries go into ``H`` by one gather with a static index table, on the whole batch
+at once (batch-first), after the per-node work in cache-sized blocks.
+"""
 
 from __future__ import annotations
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 
 from . import _coupling
 from ._core import algebra as al
 from ._core.checks import check_state
 from ._core.jcalc import node_inertias
-from ._core.native_vmap import native_vmap
+from ._core.native_vmap import blocked, native_vmap
 from ._core.nodes import Xup_and_S, sched
-from ._core.passes import composite_inertias
-from ._core.rows import place_rows
+from ._core.passes import subtree_sums, world_transforms
 from ._core.topology import topology
 from ._model import is_coupled
 
 __all__ = ["crba_batched", "mass_matrix"]
 
 
-def crba_batched(model, q):
-    """CRBA on the batch-trailing layout: ``q (nq, B)`` -> ``H (nv, nv, B)``."""
+def _entries(model, q):
+    """The entries ``S_i . IC_j S_j`` of ``H`` for the pairs of `Topology.mass_matrix_pairs`,
+    without armature: ``q (nq, B)`` -> ``(B, npairs)``."""
     s = sched(model, q.shape[-1])
     E, r, S = Xup_and_S(model, q)
-    IC = composite_inertias(s, E, r, node_inertias(model))
-    F = al.inertia_mul(IC[1:], S[1:])  # (nv, 6, B)
-    diag = al.dot(S[1:], F) + model.armature[:, None]  # rotor inertia: H + diag(armature)
+    if model.node_parent.count(0) == 1:
+        # one root: node 1's own frame is the common one (its Xup set to identity), so
+        # the root joint's columns stay exact unit vectors
+        eye = jnp.broadcast_to(jnp.eye(3, dtype=E.dtype)[:, :, None], E.shape[1:])
+        E = jnp.concatenate([E[:1], eye[None], E[2:]])
+        r = jnp.concatenate([r[:1], jnp.zeros_like(r[1:2]), r[2:]])
+    E0, r0 = world_transforms(s, E, r)
+    E0, r0 = E0[1:], r0[1:] - r0[1:2]  # several roots: world axes, node 1's origin
+    S0 = al.Xinv_motion(E0, r0, S[1:])  # (nv, 6, B)
+    IC = subtree_sums(al.XT_compact_X(E0, r0, node_inertias(model)[1:]), s)
+    F = al.inertia_mul(IC, S0)
+    i, j, _ = topology(model).mass_matrix_pairs
+    return jnp.moveaxis(al.dot(S0[i], F[j]), -1, 0)
+
+
+def crba_batched(model, q):
+    """CRBA on a batch: ``q (nq, B)`` (batch-trailing) -> ``H (B, nv, nv)`` (batch-first).
+
+    The per-node work runs in blocks of the backend's size; the assembly of ``H``, one
+    gather from the entries, runs on the whole batch (per block it is slower: measured
+    in ``benchmarks/LOG.md``).
+    """
     nv = model.nv
-    parts = [(np.arange(nv) * (nv + 1), diag)]  # flat indices into H (nv * nv, B)
-    if s.max_depth > 1:
-        cur, anc, rows, steps, cols = topology(model).crba_walk
-
-        # The rows of E, r and S each walk step needs are gathered inside the step:
-        # gathering them for all steps up front materialises (max_depth - 1) copies of
-        # the per-node arrays per block (measurements: benchmarks/LOG.md).
-        def step(F, x):
-            c, a = x
-            F = al.XT_force(E.at[c].get(mode="promise_in_bounds"),
-                            r.at[c].get(mode="promise_in_bounds"), F)
-            return F, al.dot(S.at[a].get(mode="promise_in_bounds"), F)
-
-        _, vals = jax.lax.scan(step, F, (cur, anc))  # (Dm, nv, B)
-        v = vals[steps, rows]
-        parts += [(rows * nv + cols, v), (cols * nv + rows, v)]
-    return place_rows(nv * nv, parts).reshape((nv, nv) + diag.shape[-1:])
+    if nv == 0:
+        return jnp.zeros((q.shape[-1], 0, 0), q.dtype)
+    vals = blocked(lambda qb: _entries(model, qb), (q,), batch_first=True)
+    _, _, table = topology(model).mass_matrix_pairs
+    src = jnp.concatenate([vals, jnp.zeros_like(vals[:, :1])], axis=1)  # last column: 0
+    H = src[:, table].reshape((-1, nv, nv))
+    return H + jnp.diag(model.armature)[None]  # rotor inertia: H + diag(armature)
 
 
-_crba = native_vmap(crba_batched)
+_crba = native_vmap(crba_batched, batch_first=True)
 
 
 def mass_matrix(model, q, *, derivatives="analytic"):

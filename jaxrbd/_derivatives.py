@@ -49,9 +49,9 @@ from ._core.jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias
 from ._core.native_vmap import blocked, default_chunk, native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, pad, pad_inertia, pad_S, sched
 from ._core.packing import pack, unpack
-from ._core.passes import velocities_accelerations
+from ._core.passes import subtree_sums, velocities_accelerations
 from ._core.rows import place_rows, sum_rows
-from ._core.schedule import add, backward_scan, forward_scan, put, scan_schedule, take
+from ._core.schedule import add, forward_scan, put, scan_schedule, take
 from ._core.topology import Topology, topology
 from ._model import is_coupled
 from ._parameters import regressor_from_motion
@@ -79,17 +79,6 @@ def _gather(x, idx):
     """Rows ``idx`` of ``x`` with the dummy index ``len(x)`` reading zeros."""
     ext = jnp.concatenate([x, jnp.zeros_like(x[:1])], axis=0)
     return ext[idx]
-
-
-def _subtree_sum(x, s):
-    """``sum_{k in subtree(i)} x_k`` for every DoF ``i`` (x: ``(nv, k, B)``): one backward
-    scan over the schedule ``s`` adding each row into its parent's."""
-    x = pad(jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0), s)
-
-    def step(buf, idx, par, _):
-        return add(buf, par, take(buf, idx))
-
-    return backward_scan(step, x, s, ())[1 : s.n]
 
 
 def _path_sum(x, t: Topology):
@@ -137,7 +126,7 @@ def _node_terms(model, q, qd, qdd, f_ext):
         node = np.asarray(model.body_node)
         fe = sum_rows(model.nv, np.where(node > 0, node - 1, -1), f_ext)  # DoF order
         parts.append(jnp.broadcast_to(fe, fe.shape[:-1] + (B,)))
-    comp = _subtree_sum(jnp.concatenate(parts, axis=1), s)
+    comp = subtree_sums(jnp.concatenate(parts, axis=1), s)
     out = {
         "E0": E0, "r0": r0, "vw": vw, "aw": aw, "S": Sn, "Iw": Iw,
         "IC": comp[:, :10], "A": comp[:, 10:16], "P": comp[:, 16:22], "G": comp[:, 22:28],
@@ -423,7 +412,7 @@ def _fd_core(model, q, qd, tau, f_ext):
     # the accelerations qdd adds (world frame, no velocity terms) and the forces they need
     alpha = _path_sum(nt["S"] * qdd[:, None, :], t)
     nt["aw"] = nt["aw"] + jnp.concatenate([jnp.zeros_like(alpha[:1]), alpha], axis=0)
-    nt["G"] = nt["G"] + _subtree_sum(al.inertia_mul(nt["Iw"], alpha), s)
+    nt["G"] = nt["G"] + subtree_sums(al.inertia_mul(nt["Iw"], alpha), s)
     factors = (_dense_lower(W, t), _bf(1.0 / Dk))
     return nt, y, z, qdd, factors
 

@@ -14,7 +14,8 @@ from . import _coupling
 from ._core import algebra as al
 from ._core.checks import check_state
 from ._core.jcalc import node_inertias
-from ._core.topology import topology
+from ._core.nodes import sched
+from ._core.passes import subtree_sums
 from ._kinematics import _node_accelerations as node_accelerations
 from ._kinematics import _node_jacobian as node_jacobian
 from ._kinematics import _node_poses as node_poses
@@ -140,9 +141,7 @@ def _centroidal_momentum_matrix(model, q):
     E0, r0, S0 = node_jacobian(model, q)
     I0 = _world_inertias(model, E0, r0)  # (nv, 10, B)
     _, c = _com(I0)
-    # sub[k, n]: moving node n + 1 lies in the subtree of node k + 1
-    sub = jnp.asarray(topology(model).support[1:].T, I0.dtype)  # (nv, nv)
-    IC0 = jnp.einsum("kn,nib->kib", sub, I0)  # composite inertias, world frame
+    IC0 = subtree_sums(I0, sched(model, q.shape[-1]))  # composite inertias, world frame
     A0 = al.inertia_mul(IC0, S0)  # (nv, 6, B)
     return jnp.swapaxes(_about_com(A0, c[None]), 0, 1)
 

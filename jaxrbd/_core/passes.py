@@ -1,7 +1,7 @@
 """The recursions shared by the algorithms, each one `lax.scan` over the schedule.
 
-Everything is in the batch-trailing layout of `_algebra` and on per-node buffers with
-``nbuf`` rows (nodes + scratch rows, see `_tree`). Row 0 is the world.
+Everything is in the batch-trailing layout of `algebra` and on per-node buffers with
+``nbuf`` rows (nodes + scratch rows, see `schedule`). Row 0 is the world.
 """
 
 from __future__ import annotations
@@ -94,15 +94,12 @@ def accumulate_forces(s: Schedule, E, r, f):
     return backward_scan(step, f, s, (pad_E(E, s), pad(r, s)))[: s.n]
 
 
-def composite_inertias(s: Schedule, E, r, Ic):
-    """CRBA backward pass ``IC_lam += Xup_i^T IC_i Xup_i`` in compact rigid-body form."""
-    from .nodes import pad_inertia
+def subtree_sums(x, s: Schedule):
+    """``sum_{k in subtree(i)} x_k`` for every DoF ``i`` (``x (nv, k, B)``, one row per
+    DoF): one backward scan over ``s`` adding each row into its parent's."""
+    x = pad(jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0), s)
 
-    B = E.shape[-1]
-    IC = pad_inertia(jnp.broadcast_to(Ic, Ic.shape[:-1] + (B,)), s)
+    def step(buf, idx, par, _):
+        return add(buf, par, take(buf, idx))
 
-    def step(IC, idx, par, x):
-        Ei, ri = x
-        return add(IC, par, al.XT_compact_X(Ei, ri, take(IC, idx)))
-
-    return backward_scan(step, IC, s, (pad_E(E, s), pad(r, s)))[: s.n]
+    return backward_scan(step, x, s, ())[1 : s.n]

@@ -16,7 +16,7 @@ The tables, by concern:
 * **derivatives** (read by `jaxrbd._derivatives`): the node a tangent step of each DoF
   moves, and the subtree/ancestor masks of the analytic derivative passes;
 * **traversal**: `Topology.schedule` (one `jaxrbd._core.schedule.Schedule` per
-  traversal kind) and the ancestor walk of the batched CRBA.
+  traversal kind) and the entries of the mass matrix (`Topology.mass_matrix_pairs`).
 
 Indices named ``*_node`` are node indices (world = 0); others are DoF indices
 ``0..nv-1`` (node ``i + 1``). Do not modify the returned arrays.
@@ -184,21 +184,17 @@ class Topology:
         return s
 
     @functools.cached_property
-    def crba_walk(self):
-        """The ancestor walk of the batched CRBA, for walk steps ``d = 1..D-1``:
-        ``cur[d-1, i]`` is the node whose ``Xup`` lifts node ``i + 1``'s force one level,
-        ``anc[d-1, i]`` the ancestor node reached (0: past the root, masked), and
-        ``(rows, cols, dofs)`` the DoF, step and ancestor DoF of every unmasked entry."""
-        nv = self.nv
-        up = self.ancestors[:, : self.max_chain].T  # (D, nv) DoF indices, nv past the root
-        anc = np.where(up < nv, up + 1, -1)  # node indices, -1 past the root
-        Dm = anc.shape[0]
-        nodes = np.arange(1, self.nn)
-        cur = np.concatenate([nodes[None], np.maximum(anc[:-1], 0)], axis=0)[:Dm]
-        cur = np.where(np.concatenate([np.ones((1, nv), bool), anc[:-1] > 0])[:Dm], cur, 0)
-        rows, cols = np.nonzero((anc > 0).T)  # i, step d-1
-        return (cur.astype(np.int32), np.maximum(anc, 0).astype(np.int32), rows, cols,
-                anc[cols, rows] - 1)
+    def mass_matrix_pairs(self):
+        """The entries of ``H`` the CRBA computes: DoF ``i`` an ancestor of (or equal to)
+        DoF ``j``, as ``(i, j, table)``; ``table (nv * nv,)`` reads entry ``(a, b)`` of
+        ``H``, row-major, from the pair list (either order), or from index ``npairs`` (a
+        zero) where neither DoF supports the other."""
+        j, i = np.nonzero(self.support[1:])
+        nv, npairs = self.nv, len(i)
+        table = np.full(nv * nv, npairs, dtype=np.int64)
+        table[i * nv + j] = np.arange(npairs)
+        table[j * nv + i] = np.arange(npairs)
+        return _frozen(i), _frozen(j), _frozen(table)
 
 
 @functools.lru_cache(maxsize=256)
