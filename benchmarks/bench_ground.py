@@ -7,11 +7,15 @@ built from the same URDF by MuJoCo's URDF import (meshes stripped, the same sphe
 added as collision geometry, a free joint and a ground plane): same masses, inertias
 and contact points.
 
-Rows (per robot, contact model and batch ``B``): ``jit(vmap(rollout))`` of ``--inner``
-steps from ``B`` states; ``steps_per_s`` counts sample-steps (``B * inner / time``).
-Peers in the same run: ``mujoco_c`` (``mj_step`` loop, one thread, ``nstep`` steps per
-call) and ``mjx`` (``jit(vmap(fori_loop(mjx.step)))``, only when ``mujoco.mjx`` imports;
-``pip install mujoco-mjx``). ``ratio_mujoco`` = MuJoCo's time per sample-step / ours
+Rows (per robot, contact model, variant and batch ``B``): ``--inner`` steps from ``B``
+states, ``batched`` by `jaxrbd.batched.ground_rollout` (blocks of samples, the way to run
+large batches) and ``vmap`` by ``jit(vmap(ground.rollout))`` over the whole batch;
+``steps_per_s`` counts sample-steps (``B * inner / time``). Peers in the same run:
+``mujoco_c`` (``mj_step`` loop, one thread, ``nstep`` steps per call) and ``mjx`` (``jit``
+of a ``lax.map`` over blocks of `MJX_BLOCK` samples of ``fori_loop(vmap(mjx.step))``), in
+this process when ``mujoco.mjx`` imports, else in the interpreter named by the
+``MJX_PYTHON`` environment variable (a venv with matching ``mujoco`` and
+``mujoco-mjx``, e.g. both 3.17.0). ``ratio_mujoco`` = MuJoCo's time per sample-step / ours
 (> 1: jaxrbd is faster).
 
 A second table compares the two hard-contact solvers on single contact problems
@@ -117,8 +121,15 @@ def time_mujoco(urdf_text, items, q0, nstep=200):
     return t["median_s"] / nstep, m
 
 
+#: Samples per MJX block: jax 0.10.2's CPU LAPACK kernels deadlock XLA's thread pool
+#: when a batched call splits over it, and MJX's step makes such calls: one 1024-sample
+#: `vmap(mjx.step)` sat at 0 % CPU for 8 minutes (benchmarks/LOG.md). 64 samples run.
+MJX_BLOCK = 64
+
+
 def mjx_rows(robot, batches, inner):
-    """MJX timings, in this process when ``mujoco.mjx`` imports."""
+    """MJX timings, in this process when ``mujoco.mjx`` imports: ``jit`` of a `lax.map`
+    over blocks of `MJX_BLOCK` samples, each a ``fori_loop`` of ``vmap(mjx.step)``."""
     from mujoco import mjx
 
     _, _, q0, items, urdf = scene(robot)
@@ -126,18 +137,25 @@ def mjx_rows(robot, batches, inner):
     mx = mjx.put_model(m)
     rows = []
     for B in batches:
+        blk = min(B, MJX_BLOCK)
+        nblk = -(-B // blk)
         d0 = mjx.make_data(mx).replace(qpos=jnp.asarray(np.asarray(q0)))
-        batch = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (B,) + x.shape), d0)
+        batch = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (nblk, blk) + x.shape), d0)
 
         def run(d):
-            return jax.lax.fori_loop(0, inner, lambda _, d: jax.vmap(mjx.step, (None, 0))(mx, d), d)
+            def block(db):
+                step = lambda _, d: jax.vmap(mjx.step, (None, 0))(mx, d)
+                return jax.lax.fori_loop(0, inner, step, db)
+
+            return jax.lax.map(block, d)
 
         t0 = time.perf_counter()
         f = jax.jit(run).lower(batch).compile()
         compile_s = time.perf_counter() - t0
         t = cm.time_jax(f, batch, budget_s=2.0, min_repeats=3, max_repeats=50)
-        rows.append(dict(robot=robot, batch=B, mjx_s_per_step=t["median_s"] / (B * inner),
-                         mjx_compile_s=compile_s))
+        rows.append(dict(robot=robot, batch=B, mjx_s_per_step=t["median_s"] / (nblk * blk * inner),
+                         mjx_compile_s=compile_s, mjx_block=blk))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
@@ -191,6 +209,8 @@ def main():
     ap.add_argument("--batches", default=None)
     ap.add_argument("--inner", type=int, default=None)
     ap.add_argument("--mjx-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--mjx-timeout", type=float, default=1800.0,
+                    help="seconds for the MJX subprocess (MJX_PYTHON) before it is given up")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     robots = args.robots.split(",")
@@ -212,13 +232,20 @@ def main():
         except Exception as e:  # MuJoCo missing or its URDF import failing
             print(f"MuJoCo: {e}", file=sys.stderr)
             mj_step_s = None
-        for kind in ("hard", "compliant"):
+        for kind, variant in (("hard", "batched"), ("hard", "vmap"), ("compliant", "batched"),
+                              ("compliant", "vmap")):
             for B in batches:
+                if variant == "vmap" and B == 1:
+                    continue  # the same program as the batched row
                 Q = jnp.broadcast_to(q0, (B, model.nq))
                 QD = jnp.zeros((B, model.nv))
                 taus = jnp.zeros((inner, model.nv))
 
-                def run(Q, QD, kind=kind):
+                def run(Q, QD, kind=kind, variant=variant):
+                    if variant == "batched":  # blocks of samples (jaxrbd.batched)
+                        TAU = jnp.broadcast_to(taus, (Q.shape[0],) + taus.shape)
+                        return jaxrbd.batched.ground_rollout(model, Q, QD, TAU, DT, contacts,
+                                                             ground.Plane(), kind)[:2]
                     f = lambda q, qd: ground.rollout(model, q, qd, taus, DT, contacts,
                                                      ground.Plane(), kind)[:2]
                     return jax.vmap(f)(Q, QD)
@@ -226,11 +253,12 @@ def main():
                 f, _, compile_s = cm.compile_jit(run, Q, QD)
                 t = cm.time_jax(f, Q, QD, budget_s=2.0, min_repeats=3, max_repeats=100)
                 per = t["median_s"] / (B * inner)
-                row = dict(robot=robot, model=kind, batch=B, inner=inner, s_per_step=per,
+                row = dict(robot=robot, model=kind, variant=variant, batch=B, inner=inner,
+                           s_per_step=per,
                            steps_per_s=1.0 / per, compile_s=compile_s, mujoco_c_s_per_step=mj_step_s,
                            ratio_mujoco=None if mj_step_s is None else mj_step_s / per)
                 rows.append(row)
-                print(f"{robot:7s} {kind:9s} B={B:6d}: {1e6 * per:9.2f} us/sample-step "
+                print(f"{robot:7s} {kind:9s} {variant:7s} B={B:6d}: {1e6 * per:9.2f} us/sample-step "
                       f"(MuJoCo C {1e6 * mj_step_s if mj_step_s else float('nan'):.2f} us), "
                       f"compile {compile_s:.1f} s", flush=True)
 
@@ -245,8 +273,12 @@ def main():
         if py:
             cmd = [py, __file__, "--mjx-only", "--robots", args.robots,
                    "--batches", ",".join(map(str, batches)), "--inner", str(inner)]
-            out = subprocess.run(cmd, capture_output=True, text=True,
-                                 env=dict(os.environ, PYTHONPATH=str(cm.ROOT)))
+            try:
+                out = subprocess.run(cmd, capture_output=True, text=True,
+                                     timeout=args.mjx_timeout,
+                                     env=dict(os.environ, PYTHONPATH=str(cm.ROOT)))
+            except subprocess.TimeoutExpired:
+                out = subprocess.CompletedProcess(cmd, 1, "", f"timed out after {args.mjx_timeout} s")
             if out.returncode == 0:
                 mjx = json.loads(out.stdout.strip().splitlines()[-1])
             else:
@@ -260,7 +292,8 @@ def main():
 
     us = lambda x: "-" if x is None else f"{1e6 * x:.2f}"
     ratio = lambda x: "-" if x is None else f"{x:.2f}"
-    cm.print_table(rows, [("robot", "robot", str), ("model", "model", str), ("batch", "batch", str),
+    cm.print_table(rows, [("robot", "robot", str), ("model", "model", str),
+                          ("variant", "variant", str), ("batch", "batch", str),
                           ("us/step", "s_per_step", us), ("MuJoCo C", "mujoco_c_s_per_step", us),
                           ("MJX", "mjx_s_per_step", us), ("x MuJoCo", "ratio_mujoco", ratio),
                           ("x MJX", "ratio_mjx", ratio), ("compile s", "compile_s", ratio)])

@@ -432,24 +432,9 @@ def _check_devices(devices):
     return list(jax.devices()) if devices is None else list(check_devices(devices))
 
 
-def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=None,
-                    policy=None, forces=(), dynamics=None, checkpoint=None, devices=None,
-                    chunk=None):
-    """`rollout` for a batch (batch first), blocked per device and sharded over devices.
-
-    The batch is padded (copies of sample 0) to ``ndevices * nblocks * block`` and split
-    over a 1-D `Mesh` of ``devices`` with `jax.shard_map`; inside a device, equal blocks
-    of at most ``chunk`` samples (default `jaxrbd._core.backend.block_size` for ``devices``:
-    `jaxrbd._core.backend.CHUNK` on CPUs, the whole local batch elsewhere) run `jax.vmap` of
-    `rollout` one after the other, so a block's states stay in cache for the whole
-    rollout.
-    """
-    from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    from ._core.backend import block_size
-    from ._core.native_vmap import blocked
-
+def check_batch_inputs(model, Q0, QD0, TAU_SEQ):
+    """``(Q0, QD0[, TAU_SEQ])`` of a batched rollout, checked: ``(N, nq)``, ``(N, nv)``,
+    ``(N, n_steps, nv)`` or None, one batch size ``N >= 1``."""
     Q0 = _check_batch(model, "Q0", Q0, model.nq, "model.nq")
     QD0 = _check_batch(model, "QD0", QD0, model.nv, "model.nv")
     if TAU_SEQ is not None:
@@ -462,6 +447,26 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
     arrays = (Q0, QD0) if TAU_SEQ is None else (Q0, QD0, TAU_SEQ)
     if len({x.shape[0] for x in arrays}) != 1:
         raise ValueError(f"batch sizes differ: {[x.shape for x in arrays]}")
+    if Q0.shape[0] == 0:
+        raise ValueError("Q0 has batch size 0, expected at least one sample")
+    return arrays
+
+
+def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=None,
+                    policy=None, forces=(), dynamics=None, checkpoint=None, devices=None,
+                    chunk=None):
+    """`rollout` for a batch (batch first), blocked per device and sharded over devices.
+
+    The batch is padded (copies of sample 0) to ``ndevices * nblocks * block`` and split
+    over a 1-D `Mesh` of ``devices`` with `jax.shard_map`; inside a device, equal blocks
+    of at most ``chunk`` samples (default `jaxrbd._core.backend.block_size` for ``devices``:
+    `jaxrbd._core.backend.CHUNK` on CPUs, the whole local batch elsewhere) run `jax.vmap` of
+    `rollout` one after the other, so a block's states stay in cache for the whole
+    rollout.
+    """
+    from ._core.sharding import blocked_over_devices
+
+    arrays = check_batch_inputs(model, Q0, QD0, TAU_SEQ)
     # the single-sample checks (dt, integrator, callables, n_steps vs policy) up front,
     # so their errors name the arguments before any tracing of the batch
     _check_dt(dt, model.dtype)
@@ -472,42 +477,10 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
                         name="TAU_SEQ")
     devices = _check_devices(devices)
 
-    B, nd = Q0.shape[0], len(devices)
-    if B == 0:
-        raise ValueError("Q0 has batch size 0, expected at least one sample")
-    local = -(-B // nd)
-    if chunk is None:  # tuned for the devices the rollouts run on
-        chunk = block_size(device=devices[0]) or local
-    # equal blocks of at most `chunk` samples: little padding (B = 129 -> 2 x 65, not 2 x 128)
-    nblk = -(-local // max(1, int(chunk)))
-    chunk = -(-local // nblk)
-    local = nblk * chunk
-    padn = local * nd - B
-    if padn:
-        arrays = tuple(
-            jnp.concatenate([x, jnp.broadcast_to(x[:1], (padn,) + x.shape[1:])]) for x in arrays
-        )
 
     def one(q0, qd0, tau_seq=None):
         return rollout(model, q0, qd0, tau_seq, dt, integrator, n_steps=n_steps,
                        policy=policy, forces=forces, dynamics=dynamics,
                        checkpoint=checkpoint)
 
-    def run_local(*xs):
-        return blocked(jax.vmap(one), xs, chunk, batch_first=True, in_batch_first=True)
-
-    # traced under the devices' default device, so that the kernels inside are tuned for
-    # them (`jaxrbd._core.backend`), whatever the process's default backend
-    if nd == 1:
-        with jax.default_device(devices[0]):
-            out = run_local(*arrays)
-    else:
-        mesh = Mesh(np.asarray(devices), ("batch",))
-        spec = P("batch")
-        arrays = tuple(jax.device_put(x, NamedSharding(mesh, spec)) for x in arrays)
-        # check_vma=False: the per-sample algorithms start scans from fresh (unsharded)
-        # buffers; nothing crosses devices, so the varying-axis bookkeeping has no use
-        with jax.default_device(devices[0]):
-            out = jax.shard_map(run_local, mesh=mesh, in_specs=spec, out_specs=spec,
-                                check_vma=False)(*arrays)
-    return out if padn == 0 else tuple(o[:B] for o in out)
+    return blocked_over_devices(one, arrays, devices, chunk)

@@ -44,7 +44,15 @@ from ._ground_geometry import (
     tangent_basis,
 )
 from ._ground_solvers import SOLVERS, natural_residual, solve
-from ._integrators import _check_checkpoint, _check_controls, _check_dt, _result, _scan
+from ._integrators import (
+    _check_checkpoint,
+    _check_controls,
+    _check_devices,
+    _check_dt,
+    _result,
+    _scan,
+    check_batch_inputs,
+)
 from ._rnea import bias_forces
 
 __all__ = [
@@ -398,6 +406,31 @@ def rollout(
             jnp.concatenate([qd0[None], qds], axis=0),
             info,
         )
+
+
+def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, contacts, terrain, contact_model="hard", *,
+                    n_steps=None, policy=None, checkpoint=None, devices=None, chunk=None):
+    """`rollout` for a batch (batch first), in blocks per device, sharded over devices
+    (`jaxrbd.batched.ground_rollout`; ``chunk`` default `backend.CONTACT_CHUNK` on a
+    CPU). Returns ``(QS, QDS, INFO)`` with the batch first."""
+    from ._core.backend import CONTACT_CHUNK, block_size
+    from ._core.sharding import blocked_over_devices
+
+    arrays = check_batch_inputs(model, Q0, QD0, TAU_SEQ)
+    # the single-sample checks up front, so that their errors name the arguments
+    _checked(model, contacts, terrain, contact_model)
+    _check_dt(dt, model.dtype)
+    if (TAU_SEQ is None) == (policy is None):
+        _check_controls(model, None if TAU_SEQ is None else TAU_SEQ[0], n_steps, policy)
+    devices = _check_devices(devices)
+    if chunk is None:
+        chunk = block_size(CONTACT_CHUNK, device=devices[0])
+
+    def one(q0, qd0, tau_seq=None):
+        return rollout(model, q0, qd0, tau_seq, dt, contacts, terrain, contact_model,
+                       n_steps=n_steps, policy=policy, checkpoint=checkpoint)
+
+    return blocked_over_devices(one, arrays, devices, chunk)
 
 
 def contact_problem(model, q, qd, tau, dt, contacts, terrain, contact_model="hard"):

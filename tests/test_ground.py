@@ -346,3 +346,37 @@ def test_gradients_through_contact(block, contact_model):
     # dropped so that it touches down during the rollout: finite gradients
     for h in (0.01, 0.02, 0.0449):
         assert all(np.isfinite(float(x)) for x in g(v0, mu, h))
+
+
+def test_batched_ground_rollout_equals_vmap(block):
+    """`jaxrbd.batched.ground_rollout` (blocks of samples, padded to equal blocks) gives
+    `jax.vmap` of `jaxrbd.ground.rollout`, open loop and with a policy, and names its
+    bad arguments."""
+    model, pts = block
+    plane = ground.Plane(friction=0.6)
+    B, n = 7, 25
+    key = jax.random.key(3)
+    heights = jnp.linspace(0.04, 0.08, B)
+    Q = jax.vmap(lambda h: _drop_state(model, h)[0])(heights)
+    QD = 0.3 * jax.random.normal(key, (B, model.nv))
+    TAU = 0.5 * jax.random.normal(key, (B, n, model.nv))
+    want = jax.vmap(lambda q, qd, tau: ground.rollout(model, q, qd, tau, 1e-3, pts, plane))(
+        Q, QD, TAU)
+    assert np.any(np.asarray(want[2].force)[..., 0] > 0), "the blocks never touch the ground"
+    got = ground.rollout_batched(model, Q, QD, TAU, 1e-3, pts, plane, chunk=3)  # 3 blocks
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=0, atol=1e-13)
+    policy = lambda t, q, qd: -2.0 * qd
+    want = jax.vmap(lambda q, qd: ground.rollout(model, q, qd, None, 1e-3, pts, plane,
+                                                 "compliant", n_steps=n, policy=policy))(Q, QD)
+    got = jaxrbd.batched.ground_rollout(model, Q, QD, None, 1e-3, pts, plane, "compliant",
+                                        n_steps=n, policy=policy)
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-13)
+    assert got[2].force.shape == (B, n, 4, 3)
+    with pytest.raises(ValueError, match=r"Q0 has shape \(7, 6\), expected \(batch, 7\)"):
+        jaxrbd.batched.ground_rollout(model, Q[:, :6], QD, TAU, 1e-3, pts, plane)
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        jaxrbd.batched.ground_rollout(model, Q, QD[:3], TAU, 1e-3, pts, plane)
+    with pytest.raises(ValueError, match="contact_model must be .hard., .compliant."):
+        jaxrbd.batched.ground_rollout(model, Q, QD, TAU, 1e-3, pts, plane, "soft")
+

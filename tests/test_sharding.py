@@ -75,6 +75,13 @@ _TWO_DEVICES = textwrap.dedent(
     heavy = jaxrbd.with_inertial_parameters(model, 2 * jaxrbd.inertial_parameters(model))
     models = batched.stack_models([model, heavy] * 3)
     record("stacked", batched.forward_dynamics(models, Q, V, W, devices="all"))
+    # contact rollouts: blocks inside each device's share
+    pts = jaxrbd.ground.ContactPoints.create(model, [("body_3", [0.0, 0.0, -1.0], 0.0)])
+    Qo, Vo, Wo = (jnp.asarray(data[k + "%(odd)d"]) for k in ("Q", "V", "W"))
+    TAU = jnp.broadcast_to(0.1 * Wo[:, None], (Qo.shape[0], 15, model.nv))
+    QS, _, ginfo = batched.ground_rollout(model, Qo, 0.1 * Vo, TAU, 1e-3, pts,
+                                          jaxrbd.ground.Plane(-1.0), devices="all")
+    out["ground_q"], out["ground_f"] = np.asarray(QS), np.asarray(ginfo.force)
     # inside the caller's jit, the caller's jit places the arguments
     run = jax.jit(lambda Q, V, W: batched.forward_dynamics(model, Q, V, W, devices="all"))
     record("nested", run(Q, V, W))
@@ -144,6 +151,14 @@ def test_two_devices_equal_unsharded(two_devices):
     models = B.stack_models([model, heavy] * 3)
     assert_allclose(out["stacked"], B.forward_dynamics(models, Q, V, W), **tol, name="stacked")
     assert_allclose(out["nested"], B.forward_dynamics(model, Q, V, W), **tol, name="nested")
+    Q, V, W = data[f"Q{B_ODD}"], data[f"V{B_ODD}"], data[f"W{B_ODD}"]
+    pts = jaxrbd.ground.ContactPoints.create(model, [("body_3", [0.0, 0.0, -1.0], 0.0)])
+    TAU = np.broadcast_to(0.1 * W[:, None], (B_ODD, 15, model.nv))
+    QS, _, info = jax.vmap(lambda q, v, tau: jaxrbd.ground.rollout(
+        model, q, v, tau, 1e-3, pts, jaxrbd.ground.Plane(-1.0)))(Q, 0.1 * V, TAU)
+    assert np.any(np.asarray(info.force)[..., 0] > 0), "no contact in the ground scene"
+    assert_allclose(out["ground_q"], QS, **tol, name="ground_rollout states")
+    assert_allclose(out["ground_f"], info.force, **tol, name="ground_rollout forces")
 
 
 def test_two_devices_outputs_split(two_devices):

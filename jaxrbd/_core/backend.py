@@ -36,6 +36,7 @@ import jax
 __all__ = [
     "AVX512_COMPILER_OPTIONS",
     "CHUNK",
+    "CONTACT_CHUNK",
     "CPU_COMPILER_OPTIONS",
     "block_size",
     "compiler_options",
@@ -49,6 +50,11 @@ __all__ = [
 #: Samples per block of the batched kernels on a CPU: small enough that a block's
 #: per-node buffers stay in the cache.
 CHUNK = 32
+
+#: Samples per block of the batched ground-contact rollouts on a CPU: the hard model's
+#: dense per-sample matrices (``H``, its factor, the Delassus matrix) of a block stay in
+#: cache through the whole rollout (measurements: benchmarks/LOG.md).
+CONTACT_CHUNK = 128
 
 #: XLA options `jaxrbd.jit` adds on a CPU (see the module docstring).
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}

@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 from .._jit import _nested, jit
 
-__all__ = ["check_devices", "shard_batch"]
+__all__ = ["blocked_over_devices", "check_devices", "shard_batch"]
 
 _AXIS = "batch"
 
@@ -185,3 +185,53 @@ def shard_batch(fn, devices, in_axes, *args, **static):
         )
     with jax.default_device(devices[0]):
         return run(*args)
+
+
+def blocked_over_devices(one, arrays, devices, chunk=None):
+    """``jax.vmap(one)(*arrays)`` in cache-sized blocks, the blocks split over devices.
+
+    The batch-first ``arrays`` are padded (copies of sample 0) to ``ndevices * nblocks *
+    block`` and split over a 1-D `Mesh` of ``devices`` with `jax.shard_map`; inside a
+    device, equal blocks of at most ``chunk`` samples (default `backend.block_size` for
+    the devices: `backend.CHUNK` on CPUs, the whole local batch elsewhere) run
+    ``jax.vmap(one)`` one after the other, so that a block's states stay in cache through
+    a whole rollout. The padding is dropped from the (batch-first) outputs.
+
+    Args:
+        one: the function of one sample.
+        arrays: batch-first arrays of one batch size, at least one sample.
+        devices: a non-empty sequence of devices (`check_devices`).
+        chunk: samples per block, or None.
+    """
+    from .backend import block_size
+    from .native_vmap import blocked
+
+    devices = list(devices)
+    B, nd = arrays[0].shape[0], len(devices)
+    local = -(-B // nd)
+    if chunk is None:  # tuned for the devices the work runs on
+        chunk = block_size(device=devices[0]) or local
+    # equal blocks of at most `chunk` samples: little padding (B = 129 -> 2 x 65, not 2 x 128)
+    nblk = -(-local // max(1, int(chunk)))
+    chunk = -(-local // nblk)
+    local = nblk * chunk
+    padn = local * nd - B
+    if padn:
+        arrays = tuple(_pad(x, padn) for x in arrays)
+
+    def run_local(*xs):
+        return blocked(jax.vmap(one), xs, chunk, batch_first=True, in_batch_first=True)
+
+    # traced under the devices' default device, so that the kernels inside are tuned for
+    # them (`jaxrbd._core.backend`), whatever the process's default backend
+    if nd == 1:
+        with jax.default_device(devices[0]):
+            out = run_local(*arrays)
+    else:
+        mesh = Mesh(np.asarray(devices), (_AXIS,))
+        spec = P(_AXIS)
+        arrays = tuple(jax.device_put(x, NamedSharding(mesh, spec)) for x in arrays)
+        with jax.default_device(devices[0]):
+            out = jax.shard_map(run_local, mesh=mesh, in_specs=spec, out_specs=spec,
+                                check_vma=False)(*arrays)
+    return out if padn == 0 else jax.tree_util.tree_map(lambda o: o[:B], out)
