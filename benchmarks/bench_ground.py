@@ -277,11 +277,15 @@ def main():
                 out = subprocess.run(cmd, capture_output=True, text=True,
                                      timeout=args.mjx_timeout,
                                      env=dict(os.environ, PYTHONPATH=str(cm.ROOT)))
-            except subprocess.TimeoutExpired:
-                out = subprocess.CompletedProcess(cmd, 1, "", f"timed out after {args.mjx_timeout} s")
+            except subprocess.TimeoutExpired as e:
+                err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+                out = subprocess.CompletedProcess(
+                    cmd, 1, "", err + f"\ntimed out after {args.mjx_timeout} s")
             if out.returncode == 0:
                 mjx = json.loads(out.stdout.strip().splitlines()[-1])
-            else:
+            else:  # keep the rows done before the failure (one JSON line each on stderr)
+                mjx = [json.loads(line) for line in (out.stderr or "").splitlines()
+                       if line.startswith('{"robot"')]
                 print("MJX run failed:", out.stderr[-2000:], file=sys.stderr)
     for r in rows:
         for m in mjx:

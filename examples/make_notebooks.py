@@ -867,7 +867,8 @@ print(f"solo12: nq={model.nq}, nv={model.nv}; {n} robots x {steps} steps of {dt 
     md(r"""
 ## Dropping the batch
 
-`drop_many` runs `jax.jit(jax.vmap(ground.rollout))` from random base heights, tilts and
+`drop_many` runs `jaxrbd.batched.ground_rollout` (blocks of `jax.vmap`-ed
+`ground.rollout`) from random base heights, tilts and
 joint angles; `info.force` holds every foot's contact force at every step.
 """),
     code("""
