@@ -474,11 +474,14 @@ def ground_rollout(
         Q0: initial configurations `(N, nq)`; QD0: initial velocities `(N, nv)`.
         TAU_SEQ: generalized forces `(N, n_steps, nv)`, or ``None`` with `policy`.
         dt: time step [s].
-        contacts: a `jaxrbd.ground.ContactPoints`; terrain: a terrain (shared).
+        contacts: a `jaxrbd.ground.ContactPoints`, shared by the batch.
+        terrain: a `jaxrbd.ground.Plane` or `jaxrbd.ground.Heightfield`, shared.
         contact_model: ``"hard"``, ``"compliant"`` or a parameter object, as in
             `jaxrbd.ground.step`.
-        n_steps, policy, checkpoint: as in `jaxrbd.ground.rollout` (`policy` is one
-            sample's).
+        n_steps: number of steps (required with `policy`).
+        policy: ``(t, q, qd) -> tau (nv,)`` for one sample; replaces `TAU_SEQ`.
+        checkpoint: gradient checkpointing of each sample's scan, as in
+            `jaxrbd.ground.rollout`.
         devices: the devices to shard over; default `jax.devices()`.
 
     Returns:
