@@ -467,7 +467,8 @@ def ground_rollout(
     (on a CPU of `jaxrbd._core.backend.CONTACT_CHUNK` samples), each block one vmapped
     rollout whose per-sample matrices stay in cache for all its steps: on a CPU this runs
     large batches faster than `jax.vmap` of `jaxrbd.ground.rollout` over the whole batch,
-    with the same results.
+    with the same results. Call it inside `jax.jit` (or `jaxrbd.jit`) when it runs more
+    than once: called plainly, each call traces and compiles the rollout again.
 
     Args:
         model: a `Model`, shared by the batch.
