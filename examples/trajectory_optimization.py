@@ -22,7 +22,7 @@
 
 The cart-pole's gradients are reverse-mode through the rollouts (`jax.value_and_grad`);
 one L-BFGS step is one jitted function, compiled once per problem, and the loops run in
-Python (compilation, not iteration, dominates the run time on CPU).
+Python on host numbers (compilation, not iteration, dominates the run time on CPU).
 
 Run:  python examples/trajectory_optimization.py [--quick] [--plot out.png] [--gif DIR]
 
@@ -62,9 +62,11 @@ def augmented_lagrangian(objective, constraints, z0, *, outer, inner, rho0, grow
     ``rho_max``) unless ``|c|`` fell below a quarter of its previous value. One L-BFGS
     step (the gradient through the rollouts and the line search) is ONE jitted function
     with ``lam`` and ``rho`` as arguments: it compiles once for the whole solve, and the
-    loops run in Python. ``report(z)`` (optional: a dict of arrays) is evaluated with the
-    objective and the constraints after every outer iteration, in the same jitted function
-    (one compile less); the one at the returned ``z`` is returned.
+    loops run in Python on host numbers (an eager `jax.numpy` call in the loop would
+    compile a small program of its own). The step also returns ``f`` and ``c`` at the
+    point it starts from (the Lagrangian computes them anyway), so measuring a point is a
+    step whose update is discarded, not a second compiled program. ``report(z)``
+    (optional: a dict of arrays) is compiled once and evaluated at the returned ``z``.
     Returns ``(z, history, extra)``: ``history`` a list of dicts (cumulative L-BFGS
     iteration, objective, defect = |c|, rho, the Lagrangian values of the inner steps).
     """
@@ -76,54 +78,63 @@ def augmented_lagrangian(objective, constraints, z0, *, outer, inner, rho0, grow
     )
 
     def lagrangian(z, lam, rho):
-        c = constraints(z)
-        return objective(z) + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
+        f, c = objective(z), constraints(z)
+        return f + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c), (f, c)
 
     @jaxrbd.jit
     def lbfgs_step(z, state, lam, rho):
         def fn(z):
-            return lagrangian(z, lam, rho)
+            return lagrangian(z, lam, rho)[0]
 
-        value, grad = jax.value_and_grad(fn)(z)
+        (value, (f, c)), grad = jax.value_and_grad(lagrangian, has_aux=True)(z, lam, rho)
         updates, state = solver.update(grad, state, z, value=value, grad=grad, value_fn=fn)
-        return optax.apply_updates(z, updates), state, value, optax.tree.norm(grad)
-
-    @jaxrbd.jit
-    def measure(z):
-        c = constraints(z)
-        return objective(z), jnp.linalg.norm(c), c, report(z) if report is not None else {}
+        z_new = optax.apply_updates(z, updates)
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x))
+                                    for x in jax.tree_util.tree_leaves(z_new)]))
+        return z_new, state, value, optax.tree.norm(grad), f, c, finite
 
     t0 = time.perf_counter()
-    f0, d0, c0, extra = jax.block_until_ready(measure(z0))
-    lam, rho = jnp.zeros_like(c0), jnp.asarray(rho0, c0.dtype)
+    c_shape = jax.eval_shape(constraints, z0)
+    lam = np.zeros(c_shape.shape, c_shape.dtype)
+    rho = np.asarray(rho0, c_shape.dtype)
     step = lbfgs_step.lower(z0, solver.init(z0), lam, rho).compile()
+    show = None if report is None else jaxrbd.jit(report).lower(z0).compile()
     compile_s = time.perf_counter() - t0
-    history = [{"iteration": 0, "objective": float(f0), "defect": float(d0)}]
+
+    def measure(z):
+        """``f(z)``, ``|c(z)|``, ``c(z)`` (host numbers) from a step whose update is dropped."""
+        *_, f, c, _ = step(z, solver.init(z), lam, rho)
+        c = np.asarray(c)
+        return float(f), float(np.linalg.norm(c)), c
+
+    f0, d0, _ = measure(z0)
+    history = [{"iteration": 0, "objective": f0, "defect": d0}]
     print(f"{name}: compiled in {compile_s:.1f} s")
     print(f"{name}: {'outer':>5s} {'L-BFGS its':>10s} {'objective':>12s} {'|defects|':>11s} "
           f"{'rho':>8s} {'Lagrangian (first -> last inner step)':>40s}")
-    print(f"{name}: {0:5d} {0:10d} {float(f0):12.5g} {float(d0):11.3e}", flush=True)
-    t0, z, its, previous = time.perf_counter(), z0, 0, float(d0)
+    print(f"{name}: {0:5d} {0:10d} {f0:12.5g} {d0:11.3e}", flush=True)
+    t0, z, its, previous = time.perf_counter(), z0, 0, d0
     for k in range(outer):
         state, values = solver.init(z), []
         for _ in range(inner):
-            z_new, state, value, gnorm = step(z, state, lam, rho)
-            if not all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(z_new)):
+            z_new, state, value, gnorm, *_, finite = step(z, state, lam, rho)
+            if not bool(finite):
                 break  # the line search failed at convergence: keep the last point
             z, its = z_new, its + 1
             values.append(float(value))
             if float(gnorm) < tol:
                 break
-        f, d, c, extra = measure(z)
-        history.append({"iteration": its, "objective": float(f), "defect": float(d),
+        f, d, c = measure(z)
+        history.append({"iteration": its, "objective": f, "defect": d,
                         "rho": float(rho), "lagrangian": np.asarray(values)})
-        print(f"{name}: {k + 1:5d} {its:10d} {float(f):12.5g} {float(d):11.3e} "
+        print(f"{name}: {k + 1:5d} {its:10d} {f:12.5g} {d:11.3e} "
               f"{float(rho):8.2g} {values[0] if values else float('nan'):19.5g} -> "
               f"{values[-1] if values else float('nan'):.5g}", flush=True)
         lam = lam + rho * c
-        if float(d) > 0.25 * previous:
-            rho = jnp.minimum(rho * growth, rho_max)
-        previous = float(d)
+        if d > 0.25 * previous:
+            rho = np.minimum(rho * growth, rho_max)
+        previous = d
+    extra = {} if show is None else jax.tree_util.tree_map(np.asarray, show(z))
     run_s = time.perf_counter() - t0
     print(f"{name}: solved in {run_s:.1f} s ({its} L-BFGS iterations)")
     return z, history, {"compile_s": compile_s, "run_s": run_s, **extra}
@@ -150,10 +161,11 @@ def swing_up(quick: bool, integrator: str = "rk4") -> dict:
     T = 2.5
     N, M = (10, 5) if quick else (25, 4)  # intervals, RK4 steps per interval
     dt = T / (N * M)
-    x0 = jnp.zeros(4)                                   # [x, theta, xd, thetad]
-    target = jnp.array([0.0, jnp.pi, 0.0, 0.0])
+    # set-up numbers in NumPy: an eager jax.numpy call compiles a small program each
+    x0 = np.zeros(4)                                    # [x, theta, xd, thetad]
+    target = np.array([0.0, np.pi, 0.0, 0.0])
     w_u = 1e-2
-    select = jnp.array([[1.0], [0.0]])                  # only the cart is actuated
+    select = np.array([[1.0], [0.0]])                   # only the cart is actuated
 
     def shoot(s, u):
         """End states of all intervals: s (N, 4) starts, u (N, M) cart forces."""
@@ -176,8 +188,8 @@ def swing_up(quick: bool, integrator: str = "rk4") -> dict:
         return jnp.concatenate([(ends[:-1] - s[1:]).ravel(), ends[-1] - target])
 
     # linear interpolation from hanging to upright; zero forces
-    alpha = jnp.linspace(0.0, 1.0, N + 1)[1:N, None]
-    z0 = {"s": (1.0 - alpha) * x0[None] + alpha * target[None], "u": jnp.zeros((N, M))}
+    alpha = np.linspace(0.0, 1.0, N + 1)[1:N, None]
+    z0 = {"s": (1.0 - alpha) * x0[None] + alpha * target[None], "u": np.zeros((N, M))}
     outer, inner = (10, 100) if quick else (12, 300)
 
     def report(z):
@@ -186,31 +198,33 @@ def swing_up(quick: bool, integrator: str = "rk4") -> dict:
         qs, qds = jaxrbd.rollout(model, x0[:2], x0[2:], u[:, None] * select[:, 0][None, :],
                                  dt, integrator)
         # the multiple-shooting solution itself: every interval simulated from its start
+        # (one vmapped rollout gives both the stitched path and the interval ends)
         s = jnp.concatenate([x0[None], z["s"]], axis=0)
 
         def interval(s_k, u_k):
             tau = u_k[:, None] * select[:, 0][None, :]
-            return jaxrbd.rollout(model, s_k[:2], s_k[2:], tau, dt, integrator)[0][:-1]
+            return jaxrbd.rollout(model, s_k[:2], s_k[2:], tau, dt, integrator)
 
-        ends = split(z)[1]
-        stitched = jnp.concatenate([jax.vmap(interval)(s, z["u"]).reshape(N * M, 2),
-                                    ends[-1:, :2]])
+        qs_k, qds_k = jax.vmap(interval)(s, z["u"])                 # (N, M + 1, 2) each
+        ends = jnp.concatenate([qs_k[:, -1], qds_k[:, -1]], axis=1)
+        stitched = jnp.concatenate([qs_k[:, :-1].reshape(N * M, 2), qs_k[-1:, -1]])
         return {"ends": ends, "qs": qs, "qds": qds, "stitched": stitched}
 
     z, history, extra = augmented_lagrangian(objective, defects, z0, outer=outer, inner=inner,
                                              rho0=10.0, report=report, name="cart-pole")
-    u, qs, qds, ends = z["u"].reshape(-1), extra["qs"], extra["qds"], extra["ends"]
-    final = jnp.concatenate([qs[-1], qds[-1]])
+    # the report is NumPy already; results in NumPy too (no eager jax.numpy programs)
+    u, qs, qds, ends = np.asarray(z["u"]).reshape(-1), extra["qs"], extra["qds"], extra["ends"]
+    final = np.concatenate([qs[-1], qds[-1]])
     seconds = extra["compile_s"] + extra["run_s"]
     result = {
         "objective_start": history[0]["objective"],
         "objective": history[-1]["objective"],
         "defect_start": history[0]["defect"],
         "defect": history[-1]["defect"],
-        "state_error": float(jnp.linalg.norm(ends[-1] - target)),
-        "replay_state_error": float(jnp.linalg.norm(final - target)),
-        "effort": float(dt * jnp.sum(jnp.square(u))),
-        "max_force": float(jnp.abs(u).max()),
+        "state_error": float(np.linalg.norm(ends[-1] - target)),
+        "replay_state_error": float(np.linalg.norm(final - target)),
+        "effort": float(dt * np.sum(np.square(u))),
+        "max_force": float(np.abs(u).max()),
         "seconds": seconds,
         "compile_s": extra["compile_s"],
         "history": history,
@@ -236,7 +250,7 @@ def _rest_to_rest(K: int):
     """Velocity basis ``s^k s (1 - s)`` (k < K) on ``s = t / T`` and its integral and
     derivative: motions that start and end at rest, as ``(pos, vel, acc)(s)`` of shape
     ``(K,)`` each, per unit coefficient (position in units of ``T``)."""
-    k = jnp.arange(K, dtype=jnp.float64)
+    k = np.arange(K, dtype=np.float64)
 
     def basis(s):
         vel = s ** (k + 1) - s ** (k + 2)
@@ -259,18 +273,21 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
     to the same point: forward and inverse dynamics agree.
     """
     model = jaxrbd.load_urdf(URDF)
-    q_rest = jnp.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
-    hand, tip = "panda_hand", jnp.array([0.0, 0.0, 0.1034])
+    # set-up numbers in NumPy: an eager jax.numpy call compiles a small program each
+    q_rest = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    hand, tip = "panda_hand", np.array([0.0, 0.0, 0.1034])
     # one jitted call for the set-up numbers (un-jitted, every operation compiles alone)
-    p_rest, g_rest = jax.jit(lambda q: (jaxrbd.point_position(model, q, hand, tip),
-                                        jaxrbd.gravity_forces(model, q)))(q_rest)
-    target = p_rest + jnp.array([0.15, 0.2, -0.1])
+    p_rest, g_rest = (np.asarray(x) for x in jax.jit(
+        lambda q: (jaxrbd.point_position(model, q, hand, tip),
+                   jaxrbd.gravity_forces(model, q)))(q_rest))
+    target = p_rest + np.array([0.15, 0.2, -0.1])
     T = 1.0
     K, n_quad = (4, 41) if quick else (6, 101)  # basis size per joint, quadrature points
     basis = _rest_to_rest(K)
-    s_quad = jnp.linspace(0.0, 1.0, n_quad)
-    w_quad = jnp.full(n_quad, 1.0 / (n_quad - 1)).at[0].mul(0.5).at[-1].mul(0.5) * T
-    effort_rest = T * jnp.dot(g_rest, g_rest)  # holding still: the objective's unit
+    s_quad = np.linspace(0.0, 1.0, n_quad)
+    w_quad = np.full(n_quad, T / (n_quad - 1))  # trapezoidal weights
+    w_quad[[0, -1]] *= 0.5
+    effort_rest = T * float(np.dot(g_rest, g_rest))  # holding still: the objective's unit
 
     def trajectory(c, s):
         """``(q, qd, qdd)`` at ``s = t/T`` for coefficients ``c (K, nv)``."""
@@ -288,7 +305,7 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
         q_end, _, _ = trajectory(c, 1.0)
         return jaxrbd.point_position(model, q_end, hand, tip) - target
 
-    c0 = jnp.zeros((K, model.nv))
+    c0 = np.zeros((K, model.nv))
     outer, inner = 8, 150  # in quick mode too: cheap to solve, and fewer iterations left
     # the hand error (limit 0.1 mm) at the mercy of rounding (0.01-0.5 mm)
 
@@ -319,7 +336,7 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
     def policy(t, q, qd):
         return feedforward(t + 0.5 * dt) + feedback(t, q, qd)
 
-    @jax.jit  # one trajectory: plain jax.jit runs it faster (see jaxrbd.jit)
+    @jaxrbd.jit  # it runs once: compiling faster matters more than running faster
     def replay(c):
         qs, qds = jaxrbd.rollout(model, q_rest, jnp.zeros(model.nv), None, dt, integrator,
                                  n_steps=steps, policy=policy)
@@ -329,21 +346,21 @@ def reach(quick: bool, integrator: str = "rk4") -> dict:
         p_replay = jaxrbd.point_position(model, qs[-1], hand, tip)
         return qs, qds, jnp.max(jnp.abs(fb)) / jnp.max(jnp.abs(ff)), p_replay
 
-    qs_replay, qds, feedback_share, p_replay = replay(c)
+    qs_replay, qds, feedback_share, p_replay = (np.asarray(x) for x in replay(c))
     p_end = extra["p_end"]
     tau = extra["tau"]
     seconds = extra["compile_s"] + extra["run_s"]
     result = {
         "objective_start": history[0]["objective"],
         "objective": history[-1]["objective"],
-        "distance_start": float(jnp.linalg.norm(p_rest - target)),
-        "position_error": float(jnp.linalg.norm(p_end - target)),
-        "replay_position_error": float(jnp.linalg.norm(p_replay - target)),
-        "final_speed": float(jnp.linalg.norm(qds[-1])),
+        "distance_start": float(np.linalg.norm(p_rest - target)),
+        "position_error": float(np.linalg.norm(p_end - target)),
+        "replay_position_error": float(np.linalg.norm(p_replay - target)),
+        "final_speed": float(np.linalg.norm(qds[-1])),
         "feedback_share": float(feedback_share),
         "torque_cost_gravity": float(effort_rest),
-        "torque_cost": float(jnp.dot(w_quad, jnp.sum(tau * tau, axis=1))),
-        "max_torque_ratio": float(jnp.max(jnp.abs(tau) / model.effort_limit[None, :])),
+        "torque_cost": float(np.dot(w_quad, np.sum(tau * tau, axis=1))),
+        "max_torque_ratio": float(np.max(np.abs(tau) / np.asarray(model.effort_limit)[None, :])),
         "defect_start": history[0]["defect"],
         "defect": history[-1]["defect"],
         "seconds": seconds,

@@ -12,6 +12,11 @@ instead of forward-mode AD through the recursions:
   linear), through ``H^-1`` for forward dynamics;
 * the model's leaves: forward-mode AD of the plain implementation in the model alone.
 
+With a ``q`` or ``qd`` tangent the rules take the primal output (``qdd`` / ``tau``) from
+the derivative pass, which solves for it anyway (`jaxrbd._derivatives._fdq` / ``_idq``):
+the differentiated program holds no ABA or RNEA beside that pass, so it traces and
+compiles less. Without such a tangent the primal comes from the plain recursion.
+
 The derivative matrices depend on the primal point only, so under `jax.jacfwd` (a vmap
 over tangents) they are computed once; the tangent parts are matrix products and linear
 recursions, which JAX transposes for `jax.grad` / `jax.jacrev`. Symbolic zeros
@@ -162,19 +167,21 @@ def minv_times_ad(model, q, tau):
 def _fd_jvp(method, primals, tangents):
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
-    qdd = forward_dynamics_ad(model, q, qd, tau, f_ext, method)
     rhs = [None if _zero(dtau) else dtau,
            None if f_ext is None or _zero(df) else -_fext_tau(model, q, df)]
     rhs = None if all(r is None for r in rhs) else _total(rhs, tau)
     terms = []
     if not (_zero(dq) and _zero(dqd)):
-        Jq, Jv, Minv = _d.forward_dynamics_derivatives(model, q, qd, tau, f_ext)
+        # the derivative pass solves for qdd itself: no ABA beside it in the program
+        qdd, Jq, Jv, Minv = _d._fdq(model, q, qd, tau, f_ext)
         if not _zero(dq):
             terms.append(_mv(Jq, tangent_of_coordinates(model, q, dq)))
         if not _zero(dqd):
             terms.append(_mv(Jv, dqd))
-    elif rhs is not None:
-        Minv = _minv_dense(model, q)
+    else:
+        qdd = forward_dynamics_ad(model, q, qd, tau, f_ext, method)
+        if rhs is not None:
+            Minv = _minv_dense(model, q)
     if rhs is not None:
         terms.append(_mv(Minv, rhs))
     terms.append(_model_jvp(lambda m: forward_dynamics_ad(m, q, qd, tau, f_ext, method),
@@ -211,16 +218,18 @@ def _id(model, q, qd, qdd, f_ext):
 def _id_jvp(primals, tangents):
     model, q, qd, qdd, f_ext = primals
     dmodel, dq, dqd, dqdd, df = tangents
-    tau = inverse_dynamics_ad(model, q, qd, qdd, f_ext)
     terms = []
     if not (_zero(dq) and _zero(dqd)):
-        Jq, Jv, H = _d.inverse_dynamics_derivatives(model, q, qd, qdd, f_ext)
+        # the derivative pass gives tau too: no RNEA beside it in the program
+        tau, Jq, Jv, H = _d._idq(model, q, qd, qdd, f_ext)
         if not _zero(dq):
             terms.append(_mv(Jq, tangent_of_coordinates(model, q, dq)))
         if not _zero(dqd):
             terms.append(_mv(Jv, dqd))
-    elif not _zero(dqdd):
-        H = _crba(model, q)
+    else:
+        tau = inverse_dynamics_ad(model, q, qd, qdd, f_ext)
+        if not _zero(dqdd):
+            H = _crba(model, q)
     if not _zero(dqdd):
         terms.append(_mv(H, dqdd))
     if f_ext is not None and not _zero(df):

@@ -14,9 +14,10 @@ from ._core.rotation import (
     log_quat,
     normalize_quat,
     quat_mul,
+    quat_rotate,
     quat_to_R,
-    so3_left_jacobian,
     so3_left_jacobian_inv,
+    so3_left_jacobian_mv,
 )
 from ._model import is_coupled
 
@@ -98,9 +99,9 @@ def integrate_batched(model, q, v, dt=1.0):
         quat = q[qs[:, None] + 3 + np.arange(4)]
         w = v[vs[:, None] + np.arange(3)] * dt
         lv = v[vs[:, None] + 3 + np.arange(3)] * dt
-        R = quat_to_R(quat)
-        p_new = p + al.mv(R, al.mv(so3_left_jacobian(w), lv))
-        quat_new = normalize_quat(quat_mul(quat, exp_quat(w)))
+        unit = normalize_quat(quat)
+        p_new = p + quat_rotate(unit, so3_left_jacobian_mv(w, lv))
+        quat_new = normalize_quat(quat_mul(unit, exp_quat(w)))
         out = out.at[qs[:, None] + np.arange(3)].set(p_new)
         out = out.at[qs[:, None] + 3 + np.arange(4)].set(quat_new)
     return out

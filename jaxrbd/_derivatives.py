@@ -396,6 +396,17 @@ def _id_vectors(model, q, qd, qdd, f_ext=None):
     return _state_vectors(nt, dirs, y, z) + (_bf(y),)
 
 
+def _idq_vectors(model, q, qd, qdd, f_ext=None):
+    """``tau`` (batch-first ``(B, nv)``: ``S . (G - Fe)`` plus the armature's share),
+    then `_id_vectors`."""
+    nt = _prepare(model, q, qd, qdd, f_ext)
+    y, z = _node_vectors(nt)
+    dirs = _directions(model, nt, qd, qdd)
+    F = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
+    tau = al.dot(nt["S"], F) + model.armature[:, None] * qdd
+    return (tau.T,) + _state_vectors(nt, dirs, y, z) + (_bf(y),)
+
+
 def _fd_core(model, q, qd, tau, f_ext):
     """Node terms at the solved ``qdd``, the factors of ``H`` and ``qdd``."""
     t = topology(model)
@@ -421,6 +432,13 @@ def _fd_vectors(model, q, qd, tau, f_ext=None):
     nt, y, z, qdd, factors = _fd_core(model, q, qd, tau, f_ext)
     dirs = _directions(model, nt, qd, qdd)
     return factors + _state_vectors(nt, dirs, y, z, sign=-1.0)
+
+
+def _fdq_vectors(model, q, qd, tau, f_ext=None):
+    """``qdd`` (batch-first ``(B, nv)``), then `_fd_vectors`."""
+    nt, y, z, qdd, factors = _fd_core(model, q, qd, tau, f_ext)
+    dirs = _directions(model, nt, qd, qdd)
+    return (qdd.T,) + factors + _state_vectors(nt, dirs, y, z, sign=-1.0)
 
 
 def _fdp_vectors(model, q, qd, tau, f_ext=None):
@@ -485,6 +503,14 @@ def _fd_matrices(model, vecs):
     return _mm(Minv, ndq), _mm(Minv, ndv), Minv
 
 
+def _idq_matrices(model, vecs):
+    return (vecs[0],) + _id_matrices(model, vecs[1:])
+
+
+def _fdq_matrices(model, vecs):
+    return (vecs[0],) + _fd_matrices(model, vecs[1:])
+
+
 def _fdp_matrices(model, vecs):
     Minv = _minv(*vecs[:2])
     return (-_mm(Minv, vecs[2]),)
@@ -519,6 +545,11 @@ def _two_phase(vectors, matrices):
 fd_derivatives_batched = _two_phase(_fd_vectors, _fd_matrices)
 id_derivatives_batched = _two_phase(_id_vectors, _id_matrices)
 fd_parameter_derivatives_batched = _two_phase(_fdp_vectors, _fdp_matrices)
+#: `fd_derivatives_batched` with the accelerations it solves for first: ``(qdd (B, nv),
+#: dqdd_dq, dqdd_dqd, H^-1)``, for the JVP rule of forward dynamics (no separate ABA).
+fd_and_derivatives_batched = _two_phase(_fdq_vectors, _fdq_matrices)
+#: `id_derivatives_batched` with ``tau (B, nv)`` first, for the JVP rule of inverse dynamics.
+id_and_derivatives_batched = _two_phase(_idq_vectors, _idq_matrices)
 
 
 def _native(impl):
@@ -529,6 +560,8 @@ def _native(impl):
 _fdd = _native(fd_derivatives_batched)
 _idd = _native(id_derivatives_batched)
 _fdp = _native(fd_parameter_derivatives_batched)
+_fdq = _native(fd_and_derivatives_batched)
+_idq = _native(id_and_derivatives_batched)
 
 
 # ------------------------------------------------------------------ public functions
