@@ -34,7 +34,9 @@ from . import _coupling
 from ._configuration import integrate
 from ._constraints import _frame_poses, _jacobian, _resolve, residual, terms
 from ._core import linalg as _linalg
+from ._core.backend import contact_block
 from ._core.checks import _as_float, check_f_ext, check_state
+from ._core.native_vmap import vmap_in_blocks
 from ._crba import mass_matrix
 from ._model import is_coupled
 from ._rnea import bias_forces
@@ -143,6 +145,14 @@ def _solve(method, rcond, check_rank, H, G, b, c, who):
     return x, lam
 
 
+def _in_blocks(one, model):
+    """``one`` (a contact solve of one state) whose `jax.vmap` runs in blocks of
+    `jaxrbd._core.backend.contact_block` states: the dense ``(nv, nv)`` and KKT matrices
+    of a block stay in cache, where one vmap over thousands of states would stream them
+    through memory at every step of the solve."""
+    return vmap_in_blocks(one, lambda args: contact_block(model.nv, args[1].dtype.itemsize))
+
+
 def _check_method(method):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -206,10 +216,15 @@ def forward_dynamics_contacts(
         bodies = _resolve(model, constraints)
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         f_ext = check_f_ext(model, f_ext)
-        H = mass_matrix(model, q)
-        C = bias_forces(model, q, qd, f_ext)
-        G, gamma = terms(model, q, qd, constraints, bodies)
-        return _solve(method, rcond, check_rank, H, G, tau - C, gamma, "forward_dynamics_contacts")
+
+        def one(model, q, qd, tau, f_ext, constraints):
+            H = mass_matrix(model, q)
+            C = bias_forces(model, q, qd, f_ext)
+            G, gamma = terms(model, q, qd, constraints, bodies)
+            return _solve(method, rcond, check_rank, H, G, tau - C, gamma,
+                          "forward_dynamics_contacts")
+
+        return _in_blocks(one, model)(model, q, qd, tau, f_ext, constraints)
 
 
 def contact_impulses(
@@ -265,12 +280,15 @@ def contact_impulses(
             raise ValueError(
                 f"restitution has shape {e.shape}, expected () or ({constraints.size},) = (constraints.size,)"
             )
-        H = mass_matrix(model, q)
-        R, _ = _frame_poses(model, q, constraints, bodies)
-        G = _jacobian(model, q, constraints, bodies, R)
-        qd_plus, Lam = _solve(
-            method, rcond, check_rank, H, G, H @ qd_minus, -e * (G @ qd_minus), "contact_impulses"
-        )
+
+        def one(model, q, qd_minus, e, constraints):
+            H = mass_matrix(model, q)
+            R, _ = _frame_poses(model, q, constraints, bodies)
+            G = _jacobian(model, q, constraints, bodies, R)
+            return _solve(method, rcond, check_rank, H, G, H @ qd_minus, -e * (G @ qd_minus),
+                          "contact_impulses")
+
+        qd_plus, Lam = _in_blocks(one, model)(model, q, qd_minus, e, constraints)
         return (qd_plus, Lam) if return_impulses else qd_plus
 
 

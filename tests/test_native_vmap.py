@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import helpers
 import jax
 import jax.numpy as jnp
@@ -42,3 +44,66 @@ def test_optional_argument_plain_vmapped_and_differentiated():
     for name, a, b in zip(("plain", "vmapped", "grad"), got, want):
         helpers.assert_allclose(jnp.stack(jax.tree_util.tree_leaves(a)),
                                 jnp.stack(jax.tree_util.tree_leaves(b)), atol=1e-12, name=name)
+
+
+# ----------------------------------------------------------------------------- vmap_in_blocks
+
+
+def test_vmap_in_blocks_equals_vmap_and_blocks_the_batch(monkeypatch):
+    """Blocks of ``chunk`` states (padded last block), shared and batched leaves, a
+    batch of models, and derivatives: all equal to the plain `jax.vmap`."""
+    from jaxrbd._core import native_vmap as nv
+
+    model = jaxrbd.models.triple_pendulum()
+    keys = jax.random.split(jax.random.key(3), 40)
+    Q, QD, _, TAU = jax.vmap(lambda k: helpers.random_state(model, k))(keys)
+    models = jaxrbd.batched.stack_models([model] * 40)
+
+    def one(m, q, qd, tau):
+        return jaxrbd.forward_dynamics(m, q, qd, tau) * jnp.sum(q), {"H": jaxrbd.mass_matrix(m, q)}
+
+    widths = []
+    orig = nv.blocked
+
+    def spy(fn, arrays, chunk=None, **kw):
+        widths.append((arrays[0].shape[0], chunk))
+        return orig(fn, arrays, chunk, **kw)
+
+    monkeypatch.setattr(nv, "blocked", spy)
+    f = nv.vmap_in_blocks(one, lambda args: 16)
+
+    def loss(fn, q, qd, tau):
+        a, aux = fn(model, q, qd, tau)
+        return jnp.sum(a**2) + jnp.sum(aux["H"])
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def run(g):  # g: the blocked f or the plain one
+        return (
+            jax.vmap(g, in_axes=(None, 0, 0, 0))(model, Q, QD, TAU),
+            # an unbatched state array broadcasts inside each block
+            jax.vmap(g, in_axes=(None, 0, None, 0))(model, Q, QD[0], TAU)[0],
+            # a stack of models is blocked with its states
+            jax.vmap(g)(models, Q, QD, TAU)[0],
+            # derivatives go through the plain function, also under vmap
+            jax.vmap(jax.grad(lambda *x: loss(g, *x), argnums=(0, 1)))(Q, QD, TAU),
+            jax.jacfwd(lambda q: g(model, q, QD[0], TAU[0])[0])(Q[0]),
+        )
+
+    got = run(f)
+    # the three batched arrays of the first call, in blocks of 16 (the kernels inside
+    # block on their own)
+    assert widths[0] == (40, 16), widths
+    want = run(one)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        helpers.assert_allclose(a, b, rtol=1e-10, name="blocked vmap")
+
+
+def test_contact_block_sizes():
+    from jaxrbd._core.backend import contact_block
+
+    # talos (nv 38) and solo12 (nv 18) in float64: the measured best blocks (LOG.md)
+    assert contact_block(38, device="cpu") == 64
+    assert contact_block(18, device="cpu") == 256
+    assert contact_block(18, itemsize=4, device="cpu") == 256  # capped
+    assert contact_block(100, device="cpu") == 16  # floor
+    assert contact_block(38, device="gpu") is None  # the whole batch off the CPU

@@ -36,10 +36,12 @@ import jax
 __all__ = [
     "AVX512_COMPILER_OPTIONS",
     "CHUNK",
+    "CONTACT_BLOCK_BYTES",
     "CONTACT_CHUNK",
     "CPU_COMPILER_OPTIONS",
     "block_size",
     "compiler_options",
+    "contact_block",
     "host_has_avx512",
     "lapack_guard",
     "on_cpu",
@@ -55,6 +57,10 @@ CHUNK = 32
 #: dense per-sample matrices (``H``, its factor, the Delassus matrix) of a block stay in
 #: cache through the whole rollout (measurements: benchmarks/LOG.md).
 CONTACT_CHUNK = 128
+
+#: Bytes of one block's dense ``(nv, nv)`` matrices that the contact solves aim for on a
+#: CPU (`contact_block`): about a core's L2 cache.
+CONTACT_BLOCK_BYTES = 1 << 20
 
 #: XLA options `jaxrbd.jit` adds on a CPU (see the module docstring).
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
@@ -92,6 +98,23 @@ def on_cpu(device=None) -> bool:
 def block_size(cpu_chunk: int = CHUNK, device=None) -> int | None:
     """Samples per block: ``cpu_chunk`` on a CPU, ``None`` (the whole batch) elsewhere."""
     return cpu_chunk if on_cpu(device) else None
+
+
+def contact_block(nv: int, itemsize: int = 8, device=None) -> int | None:
+    """Samples per block of a vmapped contact solve (`jaxrbd.forward_dynamics_contacts`,
+    `jaxrbd.contact_impulses`): on a CPU the largest power of two whose ``(nv, nv)``
+    matrices (``itemsize`` bytes per entry) fit in `CONTACT_BLOCK_BYTES`, within [16, 256];
+    ``None`` (the whole batch) elsewhere.
+
+    Example:
+        >>> from jaxrbd._core.backend import contact_block
+        >>> contact_block(38, device="cpu"), contact_block(18, device="cpu")
+        (64, 256)
+    """
+    if not on_cpu(device):
+        return None
+    fit = CONTACT_BLOCK_BYTES // (itemsize * max(nv, 1) ** 2)
+    return int(min(256, max(16, 1 << max(int(fit).bit_length() - 1, 0))))
 
 
 def traversal(model_traversal: str, B: int, batch_width: int = 1, device=None) -> str:

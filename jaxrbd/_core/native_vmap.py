@@ -20,7 +20,7 @@ from jax.custom_batching import custom_vmap
 
 from .backend import CHUNK, block_size, on_cpu
 
-__all__ = ["CHUNK", "blocked", "default_chunk", "native_vmap", "on_cpu"]
+__all__ = ["CHUNK", "blocked", "default_chunk", "native_vmap", "on_cpu", "vmap_in_blocks"]
 
 
 def default_chunk(cpu_chunk: int = CHUNK) -> int | None:
@@ -146,5 +146,51 @@ def _native_vmap(batched_impl, batch_first):
     @f.defjvp
     def _jvp(primals, tangents):
         return jax.jvp(plain, primals, tangents)
+
+    return f
+
+
+def vmap_in_blocks(fn, chunk):
+    """``fn(*args)`` (one sample; ``args`` pytrees of arrays) whose `jax.vmap` runs the
+    batch in blocks of ``chunk(args)`` samples, one after the other (`blocked`: a
+    `lax.map` of the vmapped ``fn``), so that a block's dense intermediates stay in
+    cache; ``chunk`` returns ``None`` for the whole batch in one block.
+
+    Unbatched leaves (a shared model, a constraint set) stay outside the blocks; any
+    leaf may be batched (a `stack_models` batch is blocked with its states). Results
+    equal ``jax.vmap(fn)``. Derivatives go through the plain ``fn`` (``custom_jvp``
+    around the ``custom_vmap``), so `jax.grad` and `jax.jacfwd` behave as usual.
+    """
+
+    @custom_vmap
+    def fast(*args):
+        return fn(*args)
+
+    @fast.def_vmap
+    def _rule(axis_size, in_batched, *args):
+        leaves, treedef = jax.tree_util.tree_flatten(args)
+        flags = jax.tree_util.tree_leaves(in_batched)
+        where = [i for i, b in enumerate(flags) if b]
+
+        def block(*xs):
+            def one(*x):
+                full = list(leaves)
+                for i, xi in zip(where, x):
+                    full[i] = xi
+                return fn(*jax.tree_util.tree_unflatten(treedef, full))
+
+            return jax.vmap(one)(*xs)
+
+        out = blocked(block, [leaves[i] for i in where], chunk(args),
+                      batch_first=True, in_batch_first=True)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    @jax.custom_jvp
+    def f(*args):
+        return fast(*args)
+
+    @f.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(fn, primals, tangents)
 
     return f
