@@ -335,13 +335,28 @@ _fdc_jit = _jit(_fdc, static_argnames=("method", "check_rank", "rcond"))
 _imp_jit = _jit(_imp, static_argnames=("method", "rcond"))
 
 
+def _split_states(model, devices, fn, shared, *args, **static):
+    """``fn(model, *args, **static)`` split over ``devices``: the arguments at the
+    positions in ``shared`` (a constraint set, a restitution) are shared by the batch,
+    the others hold the states (and the model when it is a `stack_models` batch)."""
+    from ._core.sharding import shard_batch
+
+    axes = (None if n_models(model) is None else 0,) + tuple(
+        None if i in shared else 0 for i in range(len(args)))
+    return shard_batch(fn, devices, axes, model, *args, **static)
+
+
 def forward_dynamics_contacts(
-    model, Q, QD, TAU, constraints, method="kkt", F_ext=None, *, check_rank=False, rcond=None
+    model, Q, QD, TAU, constraints, method="kkt", F_ext=None, *, check_rank=False, rcond=None,
+    devices=None,
 ):
     """`jaxrbd.forward_dynamics_contacts` for a batch (the contact KKT solves):
     `Q (N, nq)`, `QD, TAU (N, nv)`, optional `F_ext (N, nbodies, 6)`, one `ConstraintSet`
     shared by the batch -> `(QDD (N, nv), LAM (N, m))`. `model` may be a `stack_models`
-    batch of N. Compiled once per model structure, constraint set and `method`.
+    batch of N. Compiled once per model structure, constraint set and `method`. On a CPU
+    the states run in blocks that keep each block's dense matrices in cache
+    (`jaxrbd._core.backend.contact_block`). `devices` (``"all"`` or a sequence) splits
+    the batch over those devices.
 
     Example:
         >>> cs = jaxrbd.ConstraintSet.contacts_3d([("body_3", [0.0, 0.0, -1.0])])
@@ -350,15 +365,26 @@ def forward_dynamics_contacts(
         >>> QDD.shape, LAM.shape
         ((3, 9), (3, 3))
     """
-    return _fdc_jit(
-        model, Q, QD, TAU, constraints, F_ext, method=method, check_rank=check_rank, rcond=rcond
-    )
+    static = {"method": method, "check_rank": check_rank, "rcond": rcond}
+    if devices is not None:
+        _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
+        return _split_states(model, devices, _fdc, (3,), Q, QD, TAU, constraints, F_ext,
+                             **static)
+    return _fdc_jit(model, Q, QD, TAU, constraints, F_ext, **static)
 
 
-def contact_impulses(model, Q, QD_minus, constraints, restitution=0.0, method="kkt", *, rcond=None):
+def contact_impulses(model, Q, QD_minus, constraints, restitution=0.0, method="kkt", *,
+                     rcond=None, devices=None):
     """`jaxrbd.contact_impulses` for a batch: `Q (N, nq)`, `QD_minus (N, nv)` ->
     `(QD_plus (N, nv), IMPULSES (N, m))`; `restitution` a scalar or `(m,)`, shared by the
-    batch. `model` may be a `stack_models` batch of N."""
+    batch. `model` may be a `stack_models` batch of N. Blocked on a CPU as
+    `forward_dynamics_contacts`; `devices` (``"all"`` or a sequence) splits the batch over
+    those devices."""
+    if devices is not None:
+        _states(model, Q=Q, QD=QD_minus)
+        return _split_states(model, devices, _imp, (2, 3), Q, QD_minus, constraints,
+                             jnp.asarray(restitution), method=method,
+                             rcond=rcond)
     return _imp_jit(model, Q, QD_minus, constraints, restitution, method=method, rcond=rcond)
 
 
@@ -404,9 +430,10 @@ def rollout(
         forces: callables ``f(model, q, qd) -> (nv,)`` added to the torques at every stage.
         dynamics: optional ``(model, q, qd, tau) -> qdd`` replacing `jaxrbd.forward_dynamics`.
         checkpoint: gradient checkpointing of each sample's scan, as in `jaxrbd.rollout`.
-        devices: the devices to shard over; default `jax.devices()` (all of the default
-            backend). On CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=K``
-            (set before JAX starts) splits the host into ``K`` devices.
+        devices: ``"all"`` or a sequence of devices to shard over; default (``None``)
+            `jax.devices()`, all of the default backend. On CPU,
+            ``XLA_FLAGS=--xla_force_host_platform_device_count=K`` (set before JAX
+            starts) splits the host into ``K`` devices.
 
     Returns:
         ``(QS, QDS)``, `(N, n_steps + 1, nq)` and `(N, n_steps + 1, nv)`.

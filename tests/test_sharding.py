@@ -75,6 +75,12 @@ _TWO_DEVICES = textwrap.dedent(
     heavy = jaxrbd.with_inertial_parameters(model, 2 * jaxrbd.inertial_parameters(model))
     models = batched.stack_models([model, heavy] * 3)
     record("stacked", batched.forward_dynamics(models, Q, V, W, devices="all"))
+    # contact solves: the constraint set (and the restitution) shared by the shares
+    cs = jaxrbd.ConstraintSet.contacts_3d([("body_3", [0.0, 0.0, -1.0])])
+    qdd, lam = batched.forward_dynamics_contacts(model, Q, V, W, cs, "range_space",
+                                                 devices="all")
+    record("fdc_qdd", qdd); record("fdc_lam", lam)
+    record("imp", batched.contact_impulses(model, Q, V, cs, 0.5, devices="all")[0])
     # contact rollouts: blocks inside each device's share
     pts = jaxrbd.ground.ContactPoints.create(model, [("body_3", [0.0, 0.0, -1.0], 0.0)])
     Qo, Vo, Wo = (jnp.asarray(data[k + "%(odd)d"]) for k in ("Q", "V", "W"))
@@ -151,6 +157,12 @@ def test_two_devices_equal_unsharded(two_devices):
     models = B.stack_models([model, heavy] * 3)
     assert_allclose(out["stacked"], B.forward_dynamics(models, Q, V, W), **tol, name="stacked")
     assert_allclose(out["nested"], B.forward_dynamics(model, Q, V, W), **tol, name="nested")
+    cs = jaxrbd.ConstraintSet.contacts_3d([("body_3", [0.0, 0.0, -1.0])])
+    qdd, lam = B.forward_dynamics_contacts(model, Q, V, W, cs, "range_space")
+    assert_allclose(out["fdc_qdd"], qdd, **tol, name="forward_dynamics_contacts qdd")
+    assert_allclose(out["fdc_lam"], lam, **tol, name="forward_dynamics_contacts lambda")
+    assert_allclose(out["imp"], B.contact_impulses(model, Q, V, cs, 0.5)[0], **tol,
+                    name="contact_impulses")
     Q, V, W = data[f"Q{B_ODD}"], data[f"V{B_ODD}"], data[f"W{B_ODD}"]
     pts = jaxrbd.ground.ContactPoints.create(model, [("body_3", [0.0, 0.0, -1.0], 0.0)])
     TAU = np.broadcast_to(0.1 * W[:, None], (B_ODD, 15, model.nv))
