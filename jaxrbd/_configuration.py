@@ -19,6 +19,7 @@ from ._core.rotation import (
     so3_left_jacobian_inv,
     so3_left_jacobian_mv,
 )
+from ._core.rows import take_rows
 from ._model import is_coupled
 
 __all__ = ["integrate", "difference", "neutral_configuration", "random_configuration"]
@@ -59,52 +60,69 @@ def tangent_of_coordinates(model, q, dq):
     qi, vi = _euclidean_maps(model)
     if len(qi):
         idx.append(vi)
-        parts.append(dq[qi])
+        parts.append(take_rows(dq, qi))
     for kind, off in (("spherical", 0), ("free", 3)):
         qs, vs = _blocks(model, (kind,))
         if not len(qs):
             continue
-        k4 = qs[:, None] + off + np.arange(4)
-        a, da = q[k4], dq[k4]  # (J, 4)
+        k4 = (qs[:, None] + off + np.arange(4)).reshape(-1)
+        a, da = take_rows(q, k4).reshape(-1, 4), take_rows(dq, k4).reshape(-1, 4)  # (J, 4)
         aw, av, dw, dv = a[:, :1], a[:, 1:], da[:, :1], da[:, 1:]
         w = 2.0 * (aw * dv - dw * av - jnp.cross(av, dv)) / jnp.sum(a * a, axis=1, keepdims=True)
         idx.append((vs[:, None] + np.arange(3)).reshape(-1))
         parts.append(w.reshape(-1))
         if kind == "free":
             R = quat_to_R(a[..., None])[..., 0]  # (J, 3, 3), child -> parent
-            dp = dq[qs[:, None] + np.arange(3)]
+            dp = take_rows(dq, (qs[:, None] + np.arange(3)).reshape(-1)).reshape(-1, 3)
             idx.append((vs[:, None] + 3 + np.arange(3)).reshape(-1))
             parts.append(jnp.einsum("jki,jk->ji", R, dp).reshape(-1))
     if not parts:
         return jnp.zeros((model.nv,), dq.dtype)
     order = np.argsort(np.concatenate(idx), kind="stable")
-    return jnp.concatenate(parts)[order]
+    return take_rows(jnp.concatenate(parts), order)
 
 
 def integrate_batched(model, q, v, dt=1.0):
-    """``q (+) v dt`` on the batch-trailing layout ``q (nq, B)``, ``v (nv, B)``."""
+    """``q (+) v dt`` on the batch-trailing layout ``q (nq, B)``, ``v (nv, B)``.
+
+    Rows are read and the result assembled with static slices (`take_rows`), not
+    gathers and scatters: their derivatives stay slices and pads, which keeps the
+    gradient programs of rollouts small.
+    """
+    idx, parts = [], []
     qi, vi = _euclidean_maps(model)
-    out = q
     if len(qi):
-        out = out.at[qi].set(q[qi] + v[vi] * dt)
+        idx.append(qi)
+        parts.append(take_rows(q, qi) + take_rows(v, vi) * dt)
     qs, vs = _blocks(model, ("spherical",))
     if len(qs):
-        quat = q[qs[:, None] + np.arange(4)]
-        w = v[vs[:, None] + np.arange(3)] * dt
-        out = out.at[qs[:, None] + np.arange(4)].set(normalize_quat(quat_mul(quat, exp_quat(w))))
+        k4 = (qs[:, None] + np.arange(4)).reshape(-1)
+        quat = take_rows(q, k4).reshape((len(qs), 4) + q.shape[1:])
+        w = take_rows(v, (vs[:, None] + np.arange(3)).reshape(-1)).reshape(
+            (len(vs), 3) + v.shape[1:]) * dt
+        idx.append(k4)
+        parts.append(normalize_quat(quat_mul(quat, exp_quat(w))).reshape((-1,) + q.shape[1:]))
     qs, vs = _blocks(model, ("free",))
     if len(qs):
         # exact SE(3) exponential of the body twist: R+ = R exp(w), p+ = p + R V(w) v
-        p = q[qs[:, None] + np.arange(3)]
-        quat = q[qs[:, None] + 3 + np.arange(4)]
-        w = v[vs[:, None] + np.arange(3)] * dt
-        lv = v[vs[:, None] + 3 + np.arange(3)] * dt
+        J = len(qs)
+        kp = (qs[:, None] + np.arange(3)).reshape(-1)
+        k4 = (qs[:, None] + 3 + np.arange(4)).reshape(-1)
+        p = take_rows(q, kp).reshape((J, 3) + q.shape[1:])
+        quat = take_rows(q, k4).reshape((J, 4) + q.shape[1:])
+        w = take_rows(v, (vs[:, None] + np.arange(3)).reshape(-1)).reshape(
+            (J, 3) + v.shape[1:]) * dt
+        lv = take_rows(v, (vs[:, None] + 3 + np.arange(3)).reshape(-1)).reshape(
+            (J, 3) + v.shape[1:]) * dt
         unit = normalize_quat(quat)
-        p_new = p + quat_rotate(unit, so3_left_jacobian_mv(w, lv))
-        quat_new = normalize_quat(quat_mul(unit, exp_quat(w)))
-        out = out.at[qs[:, None] + np.arange(3)].set(p_new)
-        out = out.at[qs[:, None] + 3 + np.arange(4)].set(quat_new)
-    return out
+        idx += [kp, k4]
+        parts.append((p + quat_rotate(unit, so3_left_jacobian_mv(w, lv))).reshape((-1,) + q.shape[1:]))
+        parts.append(normalize_quat(quat_mul(unit, exp_quat(w))).reshape((-1,) + q.shape[1:]))
+    if not parts:
+        return q
+    order = np.argsort(np.concatenate(idx), kind="stable")
+    out = take_rows(jnp.concatenate(parts, axis=0), order)
+    return out.astype(q.dtype) if out.dtype != q.dtype else out
 
 
 def difference_batched(model, q0, q1):

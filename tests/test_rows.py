@@ -21,7 +21,7 @@ import pytest
 from helpers import assert_allclose
 
 import jaxrbd
-from jaxrbd._core.rows import place_rows, sum_rows
+from jaxrbd._core.rows import MAX_RUNS, place_rows, sum_rows, take_rows
 
 RNG = np.random.default_rng(3)
 
@@ -86,6 +86,42 @@ def test_bad_rows_raise():
         place_rows(5, [(np.array([1, 2]), v)], jnp.ones((2, 3, 4)))
     with pytest.raises(ValueError, match="1 indices for 2 rows"):
         sum_rows(5, np.array([1]), v)
+
+
+def test_take_rows_matches_numpy_and_slices_runs():
+    x = jnp.asarray(RNG.standard_normal((40, 3)))
+    few = np.r_[7:39, 3:7, 0:3]  # a floating base's rows after the joints: three runs
+    many = np.arange(0, 40, 2)  # twenty runs: gathered
+    for idx in (few, many, np.array([5]), np.arange(40)):
+        assert_allclose(take_rows(x, idx), np.asarray(x)[idx], rtol=0, name=str(idx))
+    assert take_rows(x, np.zeros(0, np.int64)).shape == (0, 3)
+    jaxpr = str(jax.make_jaxpr(lambda x: take_rows(x, few))(x))
+    assert "gather" not in jaxpr and "slice" in jaxpr
+    assert len(many) > MAX_RUNS and "gather" in str(jax.make_jaxpr(lambda x: take_rows(x, many))(x))
+    # the transpose of slices is pads and adds, not a scatter
+    g = jax.make_jaxpr(jax.grad(lambda x: jnp.sum(take_rows(x, few) ** 2)))(x)
+    assert "scatter" not in str(g)
+
+
+@pytest.mark.perf
+def test_rollout_gradient_has_no_scatter_loops_outside_the_dynamics():
+    """`integrate` and `tangent_of_coordinates` (every step of a rollout's gradient) read
+    and assemble rows by slices, so a rollout's gradient holds no scatter loop outside the
+    forward dynamics (whose one-state code keeps its cheap scatters, see above)."""
+    model = jaxrbd.load_urdf("tests/data/talos.urdf", floating_base=True)
+    q, v = jaxrbd.neutral_configuration(model), 0.1 * jnp.ones(model.nv)
+
+    def loss(q, v, tau):
+        qs, vs = jaxrbd.rollout(model, q, v, tau, 0.01, "rk4")
+        return jnp.sum(jnp.sin(qs[-1])) + jnp.sum(vs[-1] ** 2)
+
+    # jaxrbd.jit: with XLA:CPU's loop emitters the gathers' transposes became scatter
+    # loops (13 in this program before the slices)
+    grad = jaxrbd.jit(jax.grad(loss, argnums=(0, 1, 2)))
+    hlo = grad.lower(q, v, jnp.zeros((2, model.nv))).compile().as_text()
+    bad = [loop[3] for loop in _while_loops(hlo)
+           if re.search(r"scatter(-add)?$", loop[3]) and "forward_dynamics" not in loop[3]]
+    assert not bad, f"scatter loops {bad}"
 
 
 # ------------------------------------------------------------------ compiled programs

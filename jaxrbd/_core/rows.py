@@ -18,7 +18,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["place_rows", "sum_rows"]
+__all__ = ["place_rows", "sum_rows", "take_rows"]
+
+#: `take_rows` gathers instead of slicing when the index splits into more runs than this.
+MAX_RUNS = 8
 
 
 def _unbatched(values) -> bool:
@@ -109,3 +112,26 @@ def sum_rows(n: int, idx, vals, *, scatter=None):
     for d in range(1, depth):
         out = out + src[table[:, d]]
     return out
+
+
+def take_rows(x, idx):
+    """``x[idx]`` for a static numpy ``idx`` along axis 0, as slices of its contiguous
+    runs joined by one concatenation: slices fuse into their consumers and transpose to
+    pads, where a gather would transpose to a scatter-add (a while loop on XLA:CPU).
+    An index of more than `MAX_RUNS` runs is gathered.
+
+    Example:
+        >>> import jax.numpy as jnp, numpy as np
+        >>> take_rows(jnp.arange(10.0), np.array([3, 4, 5, 0, 1])).tolist()
+        [3.0, 4.0, 5.0, 0.0, 1.0]
+    """
+    idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+    if idx.size == 0:
+        return x[:0]
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts = np.concatenate([[0], breaks])
+    if len(starts) > MAX_RUNS:
+        return x[idx]
+    ends = np.concatenate([breaks, [idx.size]])
+    runs = [x[int(idx[a]):int(idx[a]) + int(b - a)] for a, b in zip(starts, ends)]
+    return runs[0] if len(runs) == 1 else jnp.concatenate(runs, axis=0)
