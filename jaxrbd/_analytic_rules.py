@@ -38,6 +38,7 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 from jax.custom_derivatives import SymbolicZero
 
 from . import _derivatives as _d
@@ -55,6 +56,11 @@ __all__ = [
     "minv_times",
     "tangent_of_coordinates",
 ]
+
+#: The `checkpoint_name` of the derivative matrices of the forward-dynamics rule: a
+#: `jax.checkpoint` policy that saves only these (`jaxrbd._integrators`' RK4 stages)
+#: keeps them and recomputes the cheap rest of a step in the backward pass.
+DERIVATIVE_MATRICES = "jaxrbd.forward_dynamics_derivative_matrices"
 
 #: The values of the ``derivatives=`` keyword of the public dynamics functions.
 DERIVATIVES = ("analytic", "ad")
@@ -174,6 +180,7 @@ def _fd_jvp(method, primals, tangents):
     if not (_zero(dq) and _zero(dqd)):
         # the derivative pass solves for qdd itself: no ABA beside it in the program
         qdd, Jq, Jv, Minv = _d._fdq(model, q, qd, tau, f_ext)
+        Jq, Jv, Minv = (checkpoint_name(x, DERIVATIVE_MATRICES) for x in (Jq, Jv, Minv))
         if not _zero(dq):
             terms.append(_mv(Jq, tangent_of_coordinates(model, q, dq)))
         if not _zero(dqd):

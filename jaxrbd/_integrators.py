@@ -25,6 +25,7 @@ from jax import lax
 
 from . import _coupling
 from ._aba import forward_dynamics
+from ._analytic_rules import DERIVATIVE_MATRICES
 from ._configuration import integrate_batched
 from ._core.checks import _as_float, check_state, check_vector
 from ._model import is_coupled
@@ -182,7 +183,7 @@ _CF4 = np.array(
 )
 
 
-def _rk4(model, accel, q, qd, tau, dt):
+def _rk4(model, accel, q, qd, tau, dt, remat_stages=False):
     """CF4 (Celledoni-Marthinsen-Owren 2003, classical RK4 coefficients).
 
     Stage velocities ``v_i`` are the frozen directions. Stage 4 starts from stage 2's
@@ -193,7 +194,9 @@ def _rk4(model, accel, q, qd, tau, dt):
     The four stages run as a `lax.scan` over `_CF4`, so the forward dynamics appears
     once in the program, not four times: a quarter of the compile time of an unrolled
     RK4, for rollouts and their gradients alike. The final two exponentials run as a
-    second scan of two steps, for the same reason.
+    second scan of two steps, for the same reason. With ``remat_stages`` the stages
+    keep only the forward-dynamics rule's derivative matrices for reverse mode
+    (`_SAVE_DERIVATIVE_MATRICES`) and recompute the rest.
     """
     table = jnp.asarray(_CF4, dtype=qd.dtype)
     zero = jnp.zeros_like(qd)
@@ -212,12 +215,21 @@ def _rk4(model, accel, q, qd, tau, dt):
         return carry, None
 
     init = (q, zero, zero, zero, zero, zero, zero, 0)
+    if remat_stages:
+        stage = jax.checkpoint(stage, policy=_SAVE_DERIVATIVE_MATRICES)
     (_, _, _, _, first, second, a_sum, _), _ = jax.lax.scan(stage, init, table)
-    # the two exponentials in a scan too: one more copy of the move, not two
-    q_new, _ = jax.lax.scan(lambda q_, v: (_move(model, q_, v, dt), None), q,
-                            jnp.stack([first, second]))
+    # the two exponentials in a scan too: one more copy of the move, not two; recomputed
+    # in reverse mode from the scan's inputs rather than stored (dozens of small residuals)
+    move = jax.checkpoint(lambda q_, v: (_move(model, q_, v, dt), None))
+    q_new, _ = jax.lax.scan(move, q, jnp.stack([first, second]))
     return q_new, qd + dt * a_sum
 
+
+#: The `jax.checkpoint` policy of the RK4 stages: keep the forward-dynamics rule's
+#: derivative matrices, recompute the rest. A stage's other residuals are dozens of small
+#: arrays (the moves' quaternion algebra), each stacked per stage and step by a kernel of
+#: its own: recomputing them makes a rollout's gradient smaller to compile and faster.
+_SAVE_DERIVATIVE_MATRICES = jax.checkpoint_policies.save_only_these_names(DERIVATIVE_MATRICES)
 
 _STEPS = {"euler": _euler, "semi_implicit_euler": _semi_implicit_euler, "rk4": _rk4}
 
@@ -233,6 +245,11 @@ def _stepper(model, integrator, forces, dynamics) -> Callable:
         return _result("dynamics", dynamics(model, q, qd, tau), model)
 
     method = _STEPS[integrator]
+    if method is _rk4:
+        # the stages keep only the rule's derivative matrices for reverse mode when the
+        # dynamics are jaxrbd's (a user's `dynamics` would be recomputed in full)
+        remat = dynamics is None and not is_coupled(model)
+        return lambda q, qd, tau, dt: _rk4(model, accel, q, qd, tau, dt, remat_stages=remat)
     return lambda q, qd, tau, dt: method(model, accel, q, qd, tau, dt)
 
 
