@@ -199,7 +199,11 @@ def _rk4(model, accel, q, qd, tau, dt, remat_stages=False):
     (`_SAVE_DERIVATIVE_MATRICES`) and recompute the rest.
     """
     table = jnp.asarray(_CF4, dtype=qd.dtype)
-    zero = jnp.zeros_like(qd)
+    # zeros derived from qd, not jnp.zeros_like: under vmap and reverse mode the stage
+    # carries are then batched and carry tangents from the first step, so JAX's scan
+    # rules trace the stage (the forward dynamics inside) once instead of twice on the
+    # way to their fixpoint
+    zero = qd * 0
 
     def stage(carry, row):
         q2, v1, v_prev, a_prev, first, second, a_sum, k = carry
