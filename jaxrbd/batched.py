@@ -491,7 +491,7 @@ def ground_rollout(
     Each sample is an independent `jaxrbd.ground.rollout` with the same `dt`, contact
     points, terrain, contact model, `policy` and `checkpoint`. The batch is split over a
     1-D mesh of `devices` as in `rollout`; inside a device the samples run in blocks
-    (on a CPU of `jaxrbd._core.backend.CONTACT_CHUNK` samples), each block one vmapped
+    (on a CPU of `jaxrbd._core.backend.contact_block` samples), each block one vmapped
     rollout whose per-sample matrices stay in cache for all its steps: on a CPU this runs
     large batches faster than `jax.vmap` of `jaxrbd.ground.rollout` over the whole batch,
     with the same results. Call it inside `jax.jit` (or `jaxrbd.jit`) when it runs more

@@ -411,9 +411,9 @@ def rollout(
 def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, contacts, terrain, contact_model="hard", *,
                     n_steps=None, policy=None, checkpoint=None, devices=None, chunk=None):
     """`rollout` for a batch (batch first), in blocks per device, sharded over devices
-    (`jaxrbd.batched.ground_rollout`; ``chunk`` default `backend.CONTACT_CHUNK` on a
-    CPU). Returns ``(QS, QDS, INFO)`` with the batch first."""
-    from ._core.backend import CONTACT_CHUNK, block_size
+    (`jaxrbd.batched.ground_rollout`; ``chunk`` default `backend.contact_block` of the
+    model on a CPU). Returns ``(QS, QDS, INFO)`` with the batch first."""
+    from ._core.backend import contact_block
     from ._core.sharding import blocked_over_devices
 
     arrays = check_batch_inputs(model, Q0, QD0, TAU_SEQ)
@@ -424,7 +424,7 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, contacts, terrain, contact_mode
         _check_controls(model, None if TAU_SEQ is None else TAU_SEQ[0], n_steps, policy)
     devices = _check_devices(devices)
     if chunk is None:
-        chunk = block_size(CONTACT_CHUNK, device=devices[0])
+        chunk = contact_block(model.nv, jnp.dtype(model.dtype).itemsize, device=devices[0])
 
     def one(q0, qd0, tau_seq=None):
         return rollout(model, q0, qd0, tau_seq, dt, contacts, terrain, contact_model,

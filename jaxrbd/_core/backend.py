@@ -8,8 +8,10 @@ context manager or the ``jax_default_device`` option), else JAX's default backen
 
 * **Block size** (`block_size`). On a CPU the batched kernels run the batch in blocks of
   `CHUNK` samples, one after the other (`jaxrbd._core.native_vmap.blocked`): a block keeps every
-  per-node buffer in the cache. On an accelerator every iteration of the loop over
-  blocks costs kernel launches, so the whole batch is one block.
+  per-node buffer in the cache. The contact solves and the ground-contact rollouts,
+  whose per-sample matrices are dense, block by their size (`contact_block`). On an
+  accelerator every iteration of the loop over blocks costs kernel launches, so the
+  whole batch is one block.
 * **Traversal** (`traversal`). ``Model.traversal == "auto"`` steps one tree node at a
   time on a CPU batch (in-place row updates), and level by level for one state and on
   accelerators, where a level's nodes for the whole batch run in the same kernels and
@@ -37,7 +39,6 @@ __all__ = [
     "AVX512_COMPILER_OPTIONS",
     "CHUNK",
     "CONTACT_BLOCK_BYTES",
-    "CONTACT_CHUNK",
     "CPU_COMPILER_OPTIONS",
     "block_size",
     "compiler_options",
@@ -53,13 +54,8 @@ __all__ = [
 #: per-node buffers stay in the cache.
 CHUNK = 32
 
-#: Samples per block of the batched ground-contact rollouts on a CPU: the hard model's
-#: dense per-sample matrices (``H``, its factor, the Delassus matrix) of a block stay in
-#: cache through the whole rollout (measurements: benchmarks/LOG.md).
-CONTACT_CHUNK = 128
-
-#: Bytes of one block's dense ``(nv, nv)`` matrices that the contact solves aim for on a
-#: CPU (`contact_block`): about a core's L2 cache.
+#: Bytes of one block's dense ``(nv, nv)`` matrices that the contact solves and the
+#: ground-contact rollouts aim for on a CPU (`contact_block`): about a core's L2 cache.
 CONTACT_BLOCK_BYTES = 1 << 20
 
 #: XLA options `jaxrbd.jit` adds on a CPU (see the module docstring).
@@ -102,9 +98,11 @@ def block_size(cpu_chunk: int = CHUNK, device=None) -> int | None:
 
 def contact_block(nv: int, itemsize: int = 8, device=None) -> int | None:
     """Samples per block of a vmapped contact solve (`jaxrbd.forward_dynamics_contacts`,
-    `jaxrbd.contact_impulses`): on a CPU the largest power of two whose ``(nv, nv)``
+    `jaxrbd.contact_impulses`) and of the batched ground-contact rollouts
+    (`jaxrbd.batched.ground_rollout`, whose dense per-sample matrices then stay in cache
+    through the whole rollout): on a CPU the largest power of two whose ``(nv, nv)``
     matrices (``itemsize`` bytes per entry) fit in `CONTACT_BLOCK_BYTES`, within [16, 256];
-    ``None`` (the whole batch) elsewhere.
+    ``None`` (the whole batch) elsewhere (measurements: benchmarks/LOG.md).
 
     Example:
         >>> from jaxrbd._core.backend import contact_block
