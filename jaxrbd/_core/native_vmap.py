@@ -116,32 +116,42 @@ def _native_vmap(batched_impl, batch_first):
         out = batched_impl(model, *(a[..., None] for a in arrays))
         return jax.tree_util.tree_map(unbatch, out)
 
-    @custom_vmap
-    def fast(model, *arrays):
-        return plain(model, *arrays)
-
-    @fast.def_vmap
-    def _rule(axis_size, in_batched, model, *arrays):
+    def rule(axis_size, in_batched, model, *arrays):
         model_b, arr_b = in_batched[0], in_batched[1:]
         if any(jax.tree_util.tree_leaves(model_b)):
             # a batch of models (stacked leaves): ordinary batching of the plain code
             axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
                 0 if b else None for b in arr_b
             )
-            out = jax.vmap(plain, in_axes=axes)(model, *arrays)
-            return out, jax.tree_util.tree_map(lambda _: True, out)
+            return jax.vmap(plain, in_axes=axes)(model, *arrays)
         trailing = tuple(
             jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
             for a, b in zip(arrays, arr_b)
         )
-        out = jax.tree_util.tree_map(rebatch, run(model, *trailing))
+        return jax.tree_util.tree_map(rebatch, run(model, *trailing))
+
+    return _with_vmap_rule(plain, rule)
+
+
+def _with_vmap_rule(plain, rule):
+    """``plain`` whose `jax.vmap` runs ``rule(axis_size, in_batched, *args)`` (outputs
+    batched on axis 0), and whose derivatives go through ``plain`` itself: a
+    ``custom_vmap`` inside a ``custom_jvp``, so `jax.grad`, `jax.jacfwd` and their vmaps
+    are those of ordinary JAX code. The one wrapper of `native_vmap` and
+    `vmap_in_blocks`."""
+
+    @custom_vmap
+    def fast(*args):
+        return plain(*args)
+
+    @fast.def_vmap
+    def _rule(axis_size, in_batched, *args):
+        out = rule(axis_size, in_batched, *args)
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
-    # derivatives go through the plain single-state code, so grad, jacfwd and their
-    # vmaps are those of ordinary JAX code
     @jax.custom_jvp
-    def f(model, *arrays):
-        return fast(model, *arrays)
+    def f(*args):
+        return fast(*args)
 
     @f.defjvp
     def _jvp(primals, tangents):
@@ -162,12 +172,7 @@ def vmap_in_blocks(fn, chunk):
     around the ``custom_vmap``), so `jax.grad` and `jax.jacfwd` behave as usual.
     """
 
-    @custom_vmap
-    def fast(*args):
-        return fn(*args)
-
-    @fast.def_vmap
-    def _rule(axis_size, in_batched, *args):
+    def rule(axis_size, in_batched, *args):
         leaves, treedef = jax.tree_util.tree_flatten(args)
         flags = jax.tree_util.tree_leaves(in_batched)
         where = [i for i, b in enumerate(flags) if b]
@@ -181,16 +186,7 @@ def vmap_in_blocks(fn, chunk):
 
             return jax.vmap(one)(*xs)
 
-        out = blocked(block, [leaves[i] for i in where], chunk(args),
-                      batch_first=True, in_batch_first=True)
-        return out, jax.tree_util.tree_map(lambda _: True, out)
+        return blocked(block, [leaves[i] for i in where], chunk(args),
+                       batch_first=True, in_batch_first=True)
 
-    @jax.custom_jvp
-    def f(*args):
-        return fast(*args)
-
-    @f.defjvp
-    def _jvp(primals, tangents):
-        return jax.jvp(fn, primals, tangents)
-
-    return f
+    return _with_vmap_rule(fn, rule)
