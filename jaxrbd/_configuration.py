@@ -121,8 +121,7 @@ def integrate_batched(model, q, v, dt=1.0):
     if not parts:
         return q
     order = np.argsort(np.concatenate(idx), kind="stable")
-    out = take_rows(jnp.concatenate(parts, axis=0), order)
-    return out.astype(q.dtype) if out.dtype != q.dtype else out
+    return take_rows(jnp.concatenate(parts, axis=0), order).astype(q.dtype)
 
 
 def difference_batched(model, q0, q1):

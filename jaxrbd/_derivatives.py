@@ -389,13 +389,6 @@ def _state_vectors(nt, dirs, y, z, sign=1.0):
     return out
 
 
-def _id_vectors(model, q, qd, qdd, f_ext=None):
-    nt = _prepare(model, q, qd, qdd, f_ext)
-    y, z = _node_vectors(nt)
-    dirs = _directions(model, nt, qd, qdd)
-    return _state_vectors(nt, dirs, y, z) + (_bf(y),)
-
-
 def _idq_vectors(model, q, qd, qdd, f_ext=None):
     """``tau`` (batch-first ``(B, nv)``: ``S . (G - Fe)`` plus the armature's share),
     then `_id_vectors`."""
@@ -405,6 +398,10 @@ def _idq_vectors(model, q, qd, qdd, f_ext=None):
     F = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
     tau = al.dot(nt["S"], F) + model.armature[:, None] * qdd
     return (tau.T,) + _state_vectors(nt, dirs, y, z) + (_bf(y),)
+
+
+def _id_vectors(model, q, qd, qdd, f_ext=None):
+    return _idq_vectors(model, q, qd, qdd, f_ext)[1:]  # tau unused: dropped when traced
 
 
 def _fd_core(model, q, qd, tau, f_ext):
@@ -428,17 +425,15 @@ def _fd_core(model, q, qd, tau, f_ext):
     return nt, y, z, qdd, factors
 
 
-def _fd_vectors(model, q, qd, tau, f_ext=None):
-    nt, y, z, qdd, factors = _fd_core(model, q, qd, tau, f_ext)
-    dirs = _directions(model, nt, qd, qdd)
-    return factors + _state_vectors(nt, dirs, y, z, sign=-1.0)
-
-
 def _fdq_vectors(model, q, qd, tau, f_ext=None):
     """``qdd`` (batch-first ``(B, nv)``), then `_fd_vectors`."""
     nt, y, z, qdd, factors = _fd_core(model, q, qd, tau, f_ext)
     dirs = _directions(model, nt, qd, qdd)
     return (qdd.T,) + factors + _state_vectors(nt, dirs, y, z, sign=-1.0)
+
+
+def _fd_vectors(model, q, qd, tau, f_ext=None):
+    return _fdq_vectors(model, q, qd, tau, f_ext)[1:]
 
 
 def _fdp_vectors(model, q, qd, tau, f_ext=None):

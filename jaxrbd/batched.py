@@ -137,12 +137,15 @@ def _vmap(fn, model, *arrays):
     return jax.vmap(fn, in_axes=in_axes)(model, *arrays)
 
 
-def _sharded(fn, devices, model, *arrays, **static):
-    """``fn(model, *arrays)`` with the batch split over ``devices`` (`jaxrbd._core.sharding`);
-    the model is shared, or split with the states when it is a `stack_models` batch."""
+def _sharded(fn, devices, model, *arrays, shared=(), **static):
+    """``fn(model, *arrays, **static)`` with the batch split over ``devices``
+    (`jaxrbd._core.sharding`); the model is shared, or split with the states when it is a
+    `stack_models` batch. The ``arrays`` at the positions in ``shared`` (a constraint
+    set, a restitution) are shared by the batch too."""
     from ._core.sharding import shard_batch
 
-    in_axes = (None if n_models(model) is None else 0,) + (0,) * len(arrays)
+    in_axes = (None if n_models(model) is None else 0,) + tuple(
+        None if i in shared else 0 for i in range(len(arrays)))
     return shard_batch(fn, devices, in_axes, model, *arrays, **static)
 
 
@@ -335,17 +338,6 @@ _fdc_jit = _jit(_fdc, static_argnames=("method", "check_rank", "rcond"))
 _imp_jit = _jit(_imp, static_argnames=("method", "rcond"))
 
 
-def _split_states(model, devices, fn, shared, *args, **static):
-    """``fn(model, *args, **static)`` split over ``devices``: the arguments at the
-    positions in ``shared`` (a constraint set, a restitution) are shared by the batch,
-    the others hold the states (and the model when it is a `stack_models` batch)."""
-    from ._core.sharding import shard_batch
-
-    axes = (None if n_models(model) is None else 0,) + tuple(
-        None if i in shared else 0 for i in range(len(args)))
-    return shard_batch(fn, devices, axes, model, *args, **static)
-
-
 def forward_dynamics_contacts(
     model, Q, QD, TAU, constraints, method="kkt", F_ext=None, *, check_rank=False, rcond=None,
     devices=None,
@@ -368,8 +360,8 @@ def forward_dynamics_contacts(
     static = {"method": method, "check_rank": check_rank, "rcond": rcond}
     if devices is not None:
         _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
-        return _split_states(model, devices, _fdc, (3,), Q, QD, TAU, constraints, F_ext,
-                             **static)
+        return _sharded(_fdc, devices, model, Q, QD, TAU, constraints, F_ext, shared=(3,),
+                        **static)
     return _fdc_jit(model, Q, QD, TAU, constraints, F_ext, **static)
 
 
@@ -382,9 +374,8 @@ def contact_impulses(model, Q, QD_minus, constraints, restitution=0.0, method="k
     those devices."""
     if devices is not None:
         _states(model, Q=Q, QD=QD_minus)
-        return _split_states(model, devices, _imp, (2, 3), Q, QD_minus, constraints,
-                             jnp.asarray(restitution), method=method,
-                             rcond=rcond)
+        return _sharded(_imp, devices, model, Q, QD_minus, constraints,
+                        jnp.asarray(restitution), shared=(2, 3), method=method, rcond=rcond)
     return _imp_jit(model, Q, QD_minus, constraints, restitution, method=method, rcond=rcond)
 
 
