@@ -82,6 +82,88 @@ def tangent_of_coordinates(model, q, dq):
     return take_rows(jnp.concatenate(parts), order)
 
 
+def _free_rows(model):
+    """Static rows of every free joint in the model's own ``q`` and ``v`` (a coupled
+    model's independent coordinates: a free joint is never coupled): ``(p (J, 3),
+    quat (J, 4), w (J, 3), lin (J, 3))``."""
+    base = getattr(model, "base", model)
+    qs, vs = _blocks(base, ("free",))
+    rows = (qs[:, None] + np.arange(3), qs[:, None] + 3 + np.arange(4),
+            vs[:, None] + np.arange(3), vs[:, None] + 3 + np.arange(3))
+    if base is model:
+        return rows
+    q_at = {b: i for i, b in enumerate(model.independent_q)}
+    v_at = {b: i for i, b in enumerate(model.independent_v)}
+    lookup = (q_at, q_at, v_at, v_at)
+    return tuple(np.vectorize(m.__getitem__, otypes=[np.int64])(r) if r.size else r
+                 for m, r in zip(lookup, rows))
+
+
+def _replace_rows(x, idx, vals):
+    """``x`` with rows ``idx`` (static, ``(k,)``) replaced by ``vals (k,)``, assembled from
+    slices (`take_rows`), so that the derivative is slices and pads, not a scatter."""
+    table = np.arange(x.shape[0])
+    table[np.asarray(idx).reshape(-1)] = x.shape[0] + np.arange(np.size(idx))
+    return take_rows(jnp.concatenate([x, vals.reshape(-1).astype(x.dtype)]), table)
+
+
+def frame_rate(model, v):
+    """``(nv,)``: ``w x v_lin`` in the linear rows of every free joint, zero elsewhere.
+
+    A free joint's linear velocity ``v_lin`` is in body coordinates, which turn with the
+    body at ``w``: a body moving uniformly has ``d v_lin / dt = -w x v_lin``. Added to
+    ``qdd``, this gives the rate of the velocity in coordinates frozen at the start of a
+    time step, the coordinates in which `advance` takes the velocity.
+    """
+    _, _, w_rows, lin_rows = _free_rows(model)
+    if not w_rows.size:
+        return jnp.zeros_like(v)
+    w = take_rows(v, w_rows.reshape(-1)).reshape(-1, 3)
+    lin = take_rows(v, lin_rows.reshape(-1)).reshape(-1, 3)
+    return _replace_rows(jnp.zeros_like(v), lin_rows, jnp.cross(w, lin))
+
+
+def advance(model, q, v_move, v_end, dt):
+    """One time step's move of the configuration, with free joints kept straight.
+
+    ``q`` moves along ``v_move dt`` on the joint manifolds, except that a free joint's
+    origin moves on the straight line ``p + dt R v_lin`` (not the screw of the body
+    twist): both velocities are in coordinates frozen at the start of the step, where
+    a body's linear velocity does not turn with it. ``v_end`` is then expressed in the
+    new body coordinates (its free-joint linear rows turned by ``exp(-w dt)``, ``w`` the
+    angular velocity of ``v_move``). With ``v_end = v + dt (qdd + frame_rate(v))`` this
+    is first-order time stepping under which a force-free spinning body keeps its
+    world-frame momentum and kinetic energy to round-off, where integrating body-frame
+    velocities along the screw turns them by ``w dt`` every step.
+
+    Args:
+        q: `(nq,)`. v_move, v_end: `(nv,)`. dt: scalar [s].
+
+    Returns:
+        ``(q+, v+)``: `(nq,)` and `(nv,)`.
+    """
+    q1 = move(model, q, v_move, dt)
+    p_rows, quat_rows, w_rows, lin_rows = _free_rows(model)
+    if not p_rows.size:
+        return q1, v_end
+    p = take_rows(q, p_rows.reshape(-1)).reshape(-1, 3).T
+    unit = normalize_quat(take_rows(q, quat_rows.reshape(-1)).reshape(-1, 4).T)
+    w = take_rows(v_move, w_rows.reshape(-1)).reshape(-1, 3).T * dt
+    lin = take_rows(v_move, lin_rows.reshape(-1)).reshape(-1, 3).T
+    q1 = _replace_rows(q1, p_rows, (p + quat_rotate(unit, lin) * dt).T)
+    # turn by exp(-w dt): the rotation of the conjugate quaternion
+    back = exp_quat(-w)
+    end = take_rows(v_end, lin_rows.reshape(-1)).reshape(-1, 3).T
+    return q1, _replace_rows(v_end, lin_rows, quat_rotate(back, end).T)
+
+
+def move(model, q, v, dt):
+    """``q (+) v dt`` on the joint manifolds (`integrate` without the checks), `(nq,)`."""
+    if is_coupled(model):
+        return _coupling.integrate(model, q, v, dt)
+    return integrate_batched(model, q[:, None], v[:, None], dt)[:, 0]
+
+
 def integrate_batched(model, q, v, dt=1.0):
     """``q (+) v dt`` on the batch-trailing layout ``q (nq, B)``, ``v (nv, B)``.
 

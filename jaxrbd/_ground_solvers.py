@@ -1,4 +1,4 @@
-"""Fixed-iteration solvers of the frictional contact problem, with implicit gradients.
+"""Iterative solvers of the frictional contact problem, with implicit gradients.
 
 The problem (one time step, ``K`` contacts, impulses ``lam = [l_n, l_t1, l_t2]`` per
 contact, stacked into ``(3K,)``): with the Delassus matrix ``A = G H^-1 G^T`` (plus a
@@ -13,17 +13,26 @@ Equivalently ``lam`` is a fixed point of the *staggered projection map*
 ``F(lam) = [max(0, l_n - r_n u_n); P_{mu l_n'}(l_t - r_t u_t)]`` per contact, with any
 positive steps ``r`` and ``P_rho`` the projection onto the disk of radius ``rho``
 (Acary and Brogliato 2008; the same fixed points as De Saxce's cone complementarity
-form, De Saxce and Feng 1991). Two solvers iterate towards it a fixed number of times:
+form, De Saxce and Feng 1991). Two solvers iterate towards it, until the largest
+violation of the conditions (`natural_residual`, m/s) is below a tolerance or for a
+maximal number of iterations:
 
 * ``"pgs"``: projected Gauss-Seidel, one contact after the other, each with its own
-  steps ``r_n = 1 / A_nn``, ``r_t = 2 / (A_t1t1 + A_t2t2)`` (Moreau 1988, Jean 1999);
-* ``"admm"``: the alternating direction method of multipliers on the second-order cone
-  with De Saxce's correction ``mu |u_t|`` added to ``u_n`` at every iteration
+  steps ``r_n = 1 / A_nn``, ``r_t = 2 / (A_t1t1 + A_t2t2)`` (Moreau 1988, Jean 1999).
+  Cheap per sweep, but it can settle into a cycle between two answers when a contact's
+  normal and tangential rows are strongly coupled (a quadruped's feet on long legs);
+* ``"admm"`` (the default of `HardContact`): the alternating direction method of
+  multipliers on the second-order cone with De Saxce's correction ``mu |u_t|`` added
+  to ``u_n`` at every iteration
   (Carpentier et al. 2024): one ``(A + rho I)^-1`` per step, then a matrix-vector
   product and a cone projection per iteration, all contacts at once.
 
 Gradients never go through the iterations: `solve` is a `jax.custom_vjp` whose
-backward pass applies the implicit function theorem to ``lam = F(lam, A, c, mu)``:
+backward pass applies the implicit function theorem to ``lam = F(lam, A, c, mu)`` at
+the returned impulses. It is the exact derivative of the solution where the solve has
+converged and the solution is strictly complementary (no contact exactly at the switch
+between open and closed, or between sticking and sliding); at such a switch the
+solution is not differentiable and the rule returns one of its one-sided derivatives:
 ``(I - dF/dlam)^T w = g`` (a dense LU solve with partial pivoting, written here in
 array operations so that it batches without LAPACK), then ``w`` goes back through
 ``dF/d(A, c, mu)``.
@@ -102,8 +111,12 @@ def natural_residual(lam, A, c, mu):
 
 # ---------------------------------------------------------------- solvers
 
+#: Iterations between two checks of the residual (each check costs one product with A).
+CHECK_EVERY = 10
 
-def _pgs(A, c, mu, lam0, iterations):
+
+def _pgs(A, c, mu, lam0):
+    """``(state, update, impulses)`` of projected Gauss-Seidel; one update is one sweep."""
     K = mu.shape[0]
     r_n, r_t = steps(A)
 
@@ -121,10 +134,11 @@ def _pgs(A, c, mu, lam0, iterations):
             lam = contact(lam, k)
         return lam
 
-    return lax.fori_loop(0, iterations, sweep, lam0)
+    return lam0, sweep, lambda lam: lam
 
 
-def _admm(A, c, mu, lam0, iterations, rho_scale):
+def _admm(A, c, mu, lam0, rho_scale):
+    """``(state, update, impulses)`` of ADMM with De Saxce's correction."""
     m = A.shape[0]
     rho = rho_scale * jnp.mean(jnp.diagonal(A))
     eye = jnp.eye(m, dtype=A.dtype)
@@ -144,14 +158,37 @@ def _admm(A, c, mu, lam0, iterations, rho_scale):
 
     z0 = project_cone(lam0.reshape(-1, 3), mu).reshape(-1)
     y0 = -(A @ z0 + c + desaxce(z0))
-    z, _ = lax.fori_loop(0, iterations, it, (z0, y0))
-    return z
+    return (z0, y0), it, lambda state: state[0]
 
 
-def _run(solver, iterations, rho_scale, A, c, mu, lam0):
+def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0):
+    """``(lam, residual, iterations run)``.
+
+    With ``tolerance > 0`` the solver stops at the first check (every `CHECK_EVERY`
+    iterations) where the residual is at most ``tolerance``, after ``iterations`` at
+    most; with ``tolerance = 0`` it runs exactly ``iterations``.
+    """
     if solver == "pgs":
-        return _pgs(A, c, mu, lam0, iterations)
-    return _admm(A, c, mu, lam0, iterations, rho_scale)
+        state, update, impulses = _pgs(A, c, mu, lam0)
+    else:
+        state, update, impulses = _admm(A, c, mu, lam0, rho_scale)
+    if tolerance <= 0:
+        lam = impulses(lax.fori_loop(0, iterations, update, state))
+        return lam, natural_residual(lam, A, c, mu), jnp.asarray(iterations, jnp.int32)
+
+    def unfinished(carry):
+        _, k, res = carry
+        return (k < iterations) & (res > tolerance)
+
+    def block(carry):
+        state, k, _ = carry
+        n = jnp.minimum(CHECK_EVERY, iterations - k)
+        state = lax.fori_loop(0, n, update, state)
+        return state, k + n, natural_residual(impulses(state), A, c, mu)
+
+    start = (state, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, A.dtype))
+    state, k, res = lax.while_loop(unfinished, block, start)
+    return impulses(state), res, k
 
 
 # ---------------------------------------------------------------- implicit gradients
@@ -186,22 +223,26 @@ def lu_solve(M, b):
     return lax.fori_loop(0, n, back, jnp.zeros_like(y))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def solve(solver, iterations, rho_scale, A, c, mu, lam0):
-    """Contact impulses `(3K,)` for ``u = A lam + c`` (see the module docstring).
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
+def solve(solver, iterations, rho_scale, tolerance, A, c, mu, lam0):
+    """Contact impulses `(3K,)` for ``u = A lam + c`` (see the module docstring), the
+    residual `natural_residual` [m/s] they leave and the number of iterations run.
 
-    ``lam0`` (a warm start) does not change the solution and gets no gradient.
+    ``lam0`` (a warm start) changes the solution only within the solver's tolerance (by
+    as much as the residual left when the solver stops unconverged) and gets no
+    gradient; the residual and the count carry no gradient either.
     """
-    return _run(solver, iterations, rho_scale, A, c, mu, lax.stop_gradient(lam0))
+    return _run(solver, iterations, rho_scale, tolerance, A, c, mu, lax.stop_gradient(lam0))
 
 
-def _solve_fwd(solver, iterations, rho_scale, A, c, mu, lam0):
-    lam = _run(solver, iterations, rho_scale, A, c, mu, lax.stop_gradient(lam0))
-    return lam, (A, c, mu, lam)
+def _solve_fwd(solver, iterations, rho_scale, tolerance, A, c, mu, lam0):
+    out = _run(solver, iterations, rho_scale, tolerance, A, c, mu, lax.stop_gradient(lam0))
+    return out, (A, c, mu, out[0])
 
 
-def _solve_bwd(solver, iterations, rho_scale, res, g):
+def _solve_bwd(solver, iterations, rho_scale, tolerance, res, cotangents):
     A, c, mu, lam = res
+    g = cotangents[0]  # the residual and the iteration count carry no gradient
     # the fixed points of F do not depend on the steps r: hold them constant
     r_n, r_t = jax.tree_util.tree_map(lax.stop_gradient, steps(A))
     F = lambda x, A_, c_, mu_: fixed_point_map(x, A_, c_, mu_, r_n, r_t)

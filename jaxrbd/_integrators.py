@@ -23,10 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _coupling
 from ._aba import forward_dynamics
 from ._analytic_rules import DERIVATIVE_MATRICES
-from ._configuration import integrate_batched
+from ._configuration import advance, frame_rate, move
 from ._core.checks import _as_float, check_state, check_vector
 from ._model import is_coupled
 
@@ -152,21 +151,16 @@ def _check_checkpoint(checkpoint, n):
 # ---------------------------------------------------------------- integrators
 
 
-def _move(model, q, v, h):
-    """``q (+) v h`` on the joint manifolds (`jaxrbd.integrate` without the checks)."""
-    if is_coupled(model):
-        return _coupling.integrate(model, q, v, h)
-    return integrate_batched(model, q[:, None], v[:, None], h)[:, 0]
-
-
 def _euler(model, accel, q, qd, tau, dt):
-    qdd = accel(q, qd, tau)
-    return _move(model, q, qd, dt), qd + dt * qdd
+    # the velocity update in coordinates frozen at the start of the step (free joints'
+    # linear velocities do not turn with the body during it), see `advance`
+    qd1 = qd + dt * (accel(q, qd, tau) + frame_rate(model, qd))
+    return advance(model, q, qd, qd1, dt)
 
 
 def _semi_implicit_euler(model, accel, q, qd, tau, dt):
-    qd1 = qd + dt * accel(q, qd, tau)
-    return _move(model, q, qd1, dt), qd1
+    qd1 = qd + dt * (accel(q, qd, tau) + frame_rate(model, qd))
+    return advance(model, q, qd1, qd1, dt)
 
 
 #: CF4 stage table, one row per stage: the stage's step fraction ``c``, whether it starts
@@ -210,7 +204,7 @@ def _rk4(model, accel, q, qd, tau, dt, remat_stages=False):
         c, from_q2, w1, w2, wa = row[0], row[1], row[2], row[3], row[4]
         base = jnp.where(from_q2 > 0, q2, q)
         direction = v_prev - from_q2 * 0.5 * v1
-        q_s = _move(model, base, direction, c * dt)
+        q_s = move(model, base, direction, c * dt)
         v_s = qd + (c * dt) * a_prev
         a_s = accel(q_s, v_s, tau)
         v1 = jnp.where(k == 0, v_s, v1)
@@ -224,8 +218,8 @@ def _rk4(model, accel, q, qd, tau, dt, remat_stages=False):
     (_, _, _, _, first, second, a_sum, _), _ = jax.lax.scan(stage, init, table)
     # the two exponentials in a scan too: one more copy of the move, not two; recomputed
     # in reverse mode from the scan's inputs rather than stored (dozens of small residuals)
-    move = jax.checkpoint(lambda q_, v: (_move(model, q_, v, dt), None))
-    q_new, _ = jax.lax.scan(move, q, jnp.stack([first, second]))
+    compose = jax.checkpoint(lambda q_, v: (move(model, q_, v, dt), None))
+    q_new, _ = jax.lax.scan(compose, q, jnp.stack([first, second]))
     return q_new, qd + dt * a_sum
 
 
@@ -269,6 +263,10 @@ def step(model, q, qd, tau, dt, integrator="rk4", *, forces=(), dynamics=None):
     - ``"euler"``: explicit Euler, order 1: ``q+ = q (+) qd dt``, ``qd+ = qd + qdd dt``.
     - ``"semi_implicit_euler"``: symplectic Euler, order 1: ``qd+ = qd + qdd dt`` first,
       then ``q+ = q (+) qd+ dt``; good long-time energy behaviour for its cost.
+
+    Both Euler methods take a free joint's velocity update in coordinates frozen at the
+    start of the step and move its origin on a straight line (`_configuration.advance`),
+    so a force-free spinning body keeps its world-frame momentum to round-off.
     - ``"rk4"`` (default): four-stage, order 4. On plain coordinates it is the classical
       RK4; on quaternions and free joints it is the commutator-free Lie-group RK4 (CF4,
       Celledoni-Marthinsen-Owren 2003): stages start from points reached by exponentials

@@ -26,9 +26,9 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Array, Bool, Float, Int
 
-from ._configuration import integrate
+from ._configuration import advance, frame_rate
 from ._core import linalg as _linalg
 from ._core.checks import _as_float, check_state, check_vector
 from ._crba import mass_matrix
@@ -43,7 +43,7 @@ from ._ground_geometry import (
     contact_jacobian,
     tangent_basis,
 )
-from ._ground_solvers import SOLVERS, natural_residual, solve
+from ._ground_solvers import SOLVERS, solve
 from ._integrators import (
     _check_checkpoint,
     _check_controls,
@@ -75,6 +75,10 @@ __all__ = [
 # ---------------------------------------------------------------- contact models
 
 
+#: The hard solver's default tolerance [m/s] (`HardContact.tolerance`).
+_TOLERANCE = 1e-6
+
+
 def _scalar(x):
     return jnp.asarray(x)
 
@@ -97,8 +101,14 @@ class HardContact(eqx.Module):
         regularization: relative diagonal added to the Delassus matrix (makes redundant
             contacts, e.g. four corners of a foot, well posed; the bias it leaves in the
             contact velocities is ``regularization`` times the velocity change).
-        solver: ``"pgs"`` (projected Gauss-Seidel, default) or ``"admm"``.
-        iterations: fixed number of solver iterations (sweeps).
+        solver: ``"admm"`` (default) or ``"pgs"`` (projected Gauss-Seidel: cheaper per
+            sweep, but it does not converge on every robot; see the ground-contact
+            docs' solver table).
+        iterations: the most solver iterations (sweeps) per step.
+        tolerance: the residual [m/s] (`ContactInfo.residual`: the largest violation
+            of the contact conditions) at which the solver stops, checked every 10
+            iterations; ``0`` runs exactly ``iterations``. A step whose solve stops
+            above it reports ``ContactInfo.converged = False``.
         admm_rho: ADMM penalty relative to the mean diagonal of the Delassus matrix.
 
     Example:
@@ -109,8 +119,9 @@ class HardContact(eqx.Module):
     baumgarte: Float[Array, ""] = eqx.field(default=0.2, converter=_scalar)
     restitution_threshold: Float[Array, ""] = eqx.field(default=0.1, converter=_scalar)
     regularization: Float[Array, ""] = eqx.field(default=1e-6, converter=_scalar)
-    solver: str = eqx.field(default="pgs", static=True)
-    iterations: int = eqx.field(default=30, static=True)
+    solver: str = eqx.field(default="admm", static=True)
+    iterations: int = eqx.field(default=100, static=True)
+    tolerance: float = eqx.field(default=_TOLERANCE, static=True)
     admm_rho: float = eqx.field(default=0.5, static=True)
 
     def __check_init__(self):
@@ -120,6 +131,10 @@ class HardContact(eqx.Module):
             raise ValueError(f"iterations must be an int >= 1, got {self.iterations!r}")
         if not (isinstance(self.admm_rho, (int, float)) and self.admm_rho > 0):
             raise ValueError(f"admm_rho must be a positive float, got {self.admm_rho!r}")
+        if isinstance(self.tolerance, bool) or not (
+            isinstance(self.tolerance, (int, float)) and 0 <= self.tolerance < float("inf")
+        ):
+            raise ValueError(f"tolerance must be a float >= 0 [m/s], got {self.tolerance!r}")
 
 
 class CompliantContact(eqx.Module):
@@ -158,12 +173,22 @@ class ContactInfo(eqx.Module):
         frame: `(K, 3, 3)` rows ``[n; t1; t2]`` in world coordinates.
         gap: `(K,)` signed gap at the start of the step [m].
         active: `(K,)` whether the point carries a normal force.
+        residual: `()` the largest violation of the contact conditions the hard
+            solver left [m/s] (`ground.solve_contact_problem`); 0 for the compliant
+            model. It carries no gradient.
+        iterations: `()` the solver iterations run (0 for the compliant model).
+        converged: `()` whether ``residual`` is within the solver's tolerance. Check
+            it (``info.converged.all()`` after a rollout): a step whose solve did not
+            converge has contact forces that are not the model's.
     """
 
     force: Float[Array, "K 3"]
     frame: Float[Array, "K 3 3"]
     gap: Float[Array, " K"]
     active: Bool[Array, " K"]
+    residual: Float[Array, ""]
+    iterations: Int[Array, ""]
+    converged: Bool[Array, ""]
 
     @property
     def world_force(self):
@@ -213,7 +238,8 @@ def _hard_terms(model, q, qd, tau, dt, contacts, terrain, p):
     gap, frame, mu, G, H, C = _free_motion(model, q, qd, tau, contacts, terrain)
     L = _linalg.cholesky(H)
     A, Y = _delassus(L, G, p.regularization.astype(q.dtype))
-    v_free = qd + dt * _linalg.cho_solve(L, tau - C)
+    # the free velocity in coordinates frozen at the start of the step (`advance`)
+    v_free = qd + dt * (_linalg.cho_solve(L, tau - C) + frame_rate(model, qd))
     un0 = (G @ qd)[0::3]
     e = p.restitution.astype(q.dtype)
     t_pos = jnp.where(gap >= 0, -gap / dt, -p.baumgarte.astype(q.dtype) * gap / dt)
@@ -226,11 +252,15 @@ def _hard_terms(model, q, qd, tau, dt, contacts, terrain, p):
 
 def _step_hard(model, q, qd, tau, dt, contacts, terrain, p, lam0):
     gap, frame, mu, A, c, L, Y, v_free = _hard_terms(model, q, qd, tau, dt, contacts, terrain, p)
-    lam = solve(p.solver, p.iterations, p.admm_rho, A, c, mu, lam0)
+    lam, res, its = solve(p.solver, p.iterations, p.admm_rho, p.tolerance, A, c, mu, lam0)
     qd1 = v_free + _linalg.solve_triangular(L, Y @ lam, lower=True, trans=True)
-    q1 = integrate(model, q, qd1 * dt)
+    q1, qd1 = advance(model, q, qd1, qd1, dt)
     force = lam.reshape(-1, 3) / dt
-    return q1, qd1, ContactInfo(force=force, frame=frame, gap=gap, active=force[:, 0] > 0)
+    res = jax.lax.stop_gradient(res)
+    # with tolerance 0 the solver runs a fixed count: judge it by the default tolerance
+    converged = res <= (p.tolerance if p.tolerance > 0 else _TOLERANCE)
+    return q1, qd1, ContactInfo(force=force, frame=frame, gap=gap, active=force[:, 0] > 0,
+                                residual=res, iterations=its, converged=converged)
 
 
 def _compliant_law(p, gap, u, mu):
@@ -262,13 +292,20 @@ def _step_compliant(model, q, qd, tau, dt, contacts, terrain, p):
     Dt = -0.5 * (Jf[:, 1:, 1:] + jnp.swapaxes(Jf[:, 1:, 1:], 1, 2))
     D = jnp.zeros((K, 3, 3), q.dtype).at[:, 0, 0].set(Dn).at[:, 1:, 1:].set(Dt)
     Gk = G.reshape(K, 3, model.nv)
-    Hhat = H + dt * jnp.einsum("kin,kij,kjm->nm", Gk, D, Gk)
-    rhs = tau - C + G.T @ f0.reshape(-1)
-    qd1 = qd + dt * _linalg.cho_solve(_linalg.cholesky(Hhat), rhs)
+    GtDG = jnp.einsum("kin,kij,kjm->nm", Gk, D, Gk)
+    Hhat = H + dt * GtDG
+    # the velocity in coordinates frozen at the start of the step (`advance`): the drift
+    # of free joints' body-frame velocities, dt * frame_rate, is explicit
+    drift = dt * frame_rate(model, qd)
+    rhs = tau - C + G.T @ f0.reshape(-1) - GtDG @ drift
+    qd1 = qd + drift + dt * _linalg.cho_solve(_linalg.cholesky(Hhat), rhs)
     du = (G @ (qd1 - qd)).reshape(K, 3)
     force = f0 - jnp.einsum("kij,kj->ki", D, du)
-    q1 = integrate(model, q, qd1 * dt)
-    return q1, qd1, ContactInfo(force=force, frame=frame, gap=gap, active=force[:, 0] > 0)
+    q1, qd1 = advance(model, q, qd1, qd1, dt)
+    return q1, qd1, ContactInfo(
+        force=force, frame=frame, gap=gap, active=force[:, 0] > 0,
+        residual=jnp.zeros((), q.dtype), iterations=jnp.zeros((), jnp.int32),
+        converged=jnp.ones((), bool))
 
 
 def _advance(model, q, qd, tau, dt, contacts, terrain, p, lam0):
@@ -281,6 +318,23 @@ def _checked(model, contacts, terrain, contact_model):
     _check_contacts(model, contacts)
     _check_terrain(terrain)
     return _contact_model(contact_model)
+
+
+def _finite(name, x):
+    """``x``, or an error (under `jax.jit` too) if it holds a NaN or an infinity."""
+    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
+
+
+def _checked_values(q, qd, terrain, names=("q", "qd")):
+    """The state checked for NaN and inf and the terrain's friction for a finite value
+    >= 0: traced values (under `jax.jit`, `jax.vmap`) the constructors could not see."""
+    q, qd = _finite(names[0], q), _finite(names[1], qd)
+    mu = getattr(terrain, "friction", None)
+    if mu is not None:
+        mu = jnp.asarray(mu)
+        bad = ~jnp.all(jnp.isfinite(mu) & (mu >= 0))
+        q = eqx.error_if(q, bad, "terrain friction must be a finite coefficient >= 0")
+    return q, qd
 
 
 # ---------------------------------------------------------------- public
@@ -311,6 +365,9 @@ def step(model, q, qd, tau, dt, contacts, terrain, contact_model="hard", *, warm
     Raises:
         ValueError: wrong shapes, a bad `dt` or contact model.
         TypeError: `contacts` or `terrain` of the wrong type.
+        RuntimeError: (`eqx.error_if`, when the step runs, under `jax.jit` too) NaN or
+            inf in ``q``, ``qd`` or ``tau``, or a terrain friction that is negative or
+            not finite (one traced under `jax.jit`, which `Plane` cannot check).
 
     Example:
         >>> ground = jaxrbd.ground.Plane(-3.5, friction=0.8)
@@ -322,6 +379,8 @@ def step(model, q, qd, tau, dt, contacts, terrain, contact_model="hard", *, warm
     with jax.named_scope("jaxrbd.ground.step"):
         p = _checked(model, contacts, terrain, contact_model)
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
+        q, qd = _checked_values(q, qd, terrain)
+        tau = _finite("tau", tau)
         dt = _check_dt(dt, model.dtype)
         K = len(contacts)
         lam0 = jnp.zeros(3 * K, model.dtype)
@@ -371,7 +430,13 @@ def rollout(
     Returns:
         ``(qs, qds, info)``: `(n_steps + 1, nq)` and `(n_steps + 1, nv)` with the initial
         state in row 0, and a `ContactInfo` whose arrays have a leading `(n_steps,)` axis
-        (row ``k``: the forces acting during step ``k``).
+        (row ``k``: the forces acting during step ``k``, and the solver's residual,
+        iterations and convergence flag: check ``info.converged.all()``).
+
+    Raises:
+        RuntimeError: (`eqx.error_if`, under `jax.jit` too) NaN or inf in ``q0``,
+            ``qd0`` or ``tau_seq``, or a terrain friction that is negative or not finite;
+            the other errors of `step`.
 
     Example:
         >>> ground = jaxrbd.ground.Plane(-3.5, friction=0.8)
@@ -385,8 +450,11 @@ def rollout(
         p = _checked(model, contacts, terrain, contact_model)
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         qd0 = check_vector("qd0", qd0, model.nv, "model.nv", model.dtype)
+        q0, qd0 = _checked_values(q0, qd0, terrain, ("q0", "qd0"))
         dt = _check_dt(dt, model.dtype)
         xs, n = _check_controls(model, tau_seq, n_steps, policy)
+        if policy is None:
+            xs = _finite("tau_seq", xs)
         segment = _check_checkpoint(checkpoint, n)
         K = len(contacts)
 
@@ -480,6 +548,6 @@ def solve_contact_problem(A, c, mu, contact_model="hard", warm_start=None):
             f"A {A.shape}, c {c.shape} and mu {mu.shape} must be (3K, 3K), (3K,) and (K,)"
         )
     lam0 = jnp.zeros(m, A.dtype) if warm_start is None else jnp.asarray(warm_start, A.dtype)
-    lam = solve(p.solver, p.iterations, p.admm_rho, A, c, mu, lam0)
-    return lam, natural_residual(lam, A, c, mu)
+    lam, res, _ = solve(p.solver, p.iterations, p.admm_rho, p.tolerance, A, c, mu, lam0)
+    return lam, res
 
