@@ -4,7 +4,9 @@ The state is ``(q, qd)``: ``q`` on the product of the joint manifolds (angles an
 displacements, unit quaternions, SE(3) poses of free joints) and ``qd`` in its tangent
 space. The equations of motion are ``q' = q (+) qd`` (the velocity moves ``q`` along the
 manifold, `jaxrbd.integrate`) and ``qd' = qdd(q, qd, tau)``. Every integrator moves ``q``
-with `jaxrbd.integrate` only, so quaternions stay unit to round-off.
+on the joint manifolds (exponential maps), so quaternions stay unit to round-off; the
+Euler methods move a free joint's origin on a straight line, in coordinates frozen at
+the start of the step (`_configuration.advance`).
 
 RK4 is the commutator-free Lie-group method CF4 of Celledoni, Marthinsen and Owren
 (FGCS 19, 2003): the classical four stages, each started from a point reached by
