@@ -104,7 +104,7 @@ _TWO_DEVICES = textwrap.dedent(
 
     def slow_fd(model, Q, V, W):
         Q = jax.pure_callback(nap, jax.ShapeDtypeStruct(Q.shape, Q.dtype), Q)
-        return batched._fd(model, Q, V, W, None)
+        return batched.forward_dynamics._kernel(model, Q, V, W, None)
 
     shard_batch(slow_fd, "all", (None, 0, 0, 0), model, Q, V, W).block_until_ready()
     info["threads"] = len({s[0] for s in spans})
@@ -214,7 +214,7 @@ def test_bad_devices():
         fd(model, Q, V, W, devices=["cpu"])
     with pytest.raises(TypeError, match="devices is one device"):
         fd(model, Q, V, W, devices=dev)
-    with pytest.raises(TypeError, match="devices must be None, 'all' or a sequence"):
+    with pytest.raises(TypeError, match="devices must be None, 'all', a Mesh or a sequence"):
         fd(model, Q, V, W, devices=2)
     with pytest.raises(ValueError, match="names a device more than once"):
         fd(model, Q, V, W, devices=[dev, dev])
