@@ -176,6 +176,11 @@ def _from_parts(mesh, devices, args, in_axes, rows=None):
     outputs to this process's part of them.
     """
     me = jax.process_index()
+    if not any(d.process_index == me for d in devices):
+        raise ValueError(
+            f"devices has no device of process {me}, so it holds no part of the batch: "
+            "call from the processes of the devices only, or pass global arrays"
+        )
     n = _batch_size(args, in_axes)
     parts = _part_sizes(mesh, devices, n)
     share = max(-(-b // k) for b, k in parts.values())
