@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import jax
@@ -34,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PARTS = (4, 3)  # samples of process 0 and 1 (forward dynamics and rollout)
 N_ID = 8  # identification samples, 4 per process
 N_STEPS, DT = 5, 1e-3
+# both workers together; they need ~20 CPU-seconds, far more wall time on a loaded machine
+TIMEOUT_S = 600
 LAM = 1.0  # Levenberg damping: (A + LAM I) has a condition number of ~2e3 here
 
 # the identification step, shared by the workers and this process: the residual of one
@@ -71,7 +74,7 @@ _WORKER = _LM + textwrap.dedent(
     jax.config.update("jax_num_cpu_devices", 1)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid,
-                               initialization_timeout=60)
+                               initialization_timeout=300)
     from jax.sharding import Mesh, NamedSharding
     from jaxrbd import batched
 
@@ -148,10 +151,13 @@ def _run_workers(tmp, data_path):
              str(tmp / f"out{i}.npz")],
             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for i in range(2)]
-        results = []
+        results, deadline = [], time.monotonic() + TIMEOUT_S
         try:
             for p in procs:
-                results.append(p.communicate(timeout=240))
+                results.append(p.communicate(timeout=max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the workers did not finish in {TIMEOUT_S} s (a loaded machine, or "
+                        "a process that never reached the coordinator)")
         finally:
             for p in procs:
                 if p.poll() is None:

@@ -363,19 +363,19 @@ def blocked_over_devices(one, arrays, devices, chunk=None):
     home = _home(devices)
     if chunk is None:  # tuned for the devices the work runs on
         chunk = block_size(device=home)
-    state = {}
+    block = None  # samples per block, set from the share of each device below
 
     def run_local(*xs):
-        return blocked(jax.vmap(one), xs, state["block"], batch_first=True,
-                       in_batch_first=True)
+        return blocked(jax.vmap(one), xs, block, batch_first=True, in_batch_first=True)
 
     if nd > 1 and not _nested() and spans_processes(devices) and _process_parts(
             arrays, (0,) * len(arrays)):
         mesh = Mesh(np.asarray(devices), (_AXIS,))
 
-        def rows(share):
-            nblk, state["block"] = _blocks(share, chunk or share)
-            return nblk * state["block"]
+        def rows(share):  # the share in whole blocks
+            nonlocal block
+            nblk, block = _blocks(share, chunk or share)
+            return nblk * block
 
         arrays, _, finish = _from_parts(mesh, devices, arrays, (0,) * len(arrays), rows)
         with jax.default_device(home):
@@ -384,8 +384,8 @@ def blocked_over_devices(one, arrays, devices, chunk=None):
         return finish(out)
 
     local = -(-B // nd)
-    nblk, state["block"] = _blocks(local, chunk or local)
-    padn = nblk * state["block"] * nd - B
+    nblk, block = _blocks(local, chunk or local)
+    padn = nblk * block * nd - B
     if padn:
         arrays = tuple(_pad(x, padn) for x in arrays)
     # traced under the devices' default device, so that the kernels inside are tuned for
