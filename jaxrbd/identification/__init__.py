@@ -30,9 +30,13 @@ from ._estimators import consistent_fit as consistent_fit
 from ._estimators import fit_residual as fit_residual
 from ._estimators import identified_model as identified_model
 from ._estimators import least_squares as least_squares
+from ._estimators import pseudo_inertia as pseudo_inertia
 from ._estimators import select_prior_weight as select_prior_weight
 from ._estimators import standard_parameters as standard_parameters
 from ._estimators import weighted_least_squares as weighted_least_squares
+from ._excitation import ExcitationResult as ExcitationResult
+from ._excitation import fourier_trajectory as fourier_trajectory
+from ._excitation import optimize_excitation as optimize_excitation
 from ._recording import Recording as Recording
 from ._recording import butterworth_filtfilt as butterworth_filtfilt
 from ._recording import concatenate_recordings as concatenate_recordings

@@ -24,6 +24,7 @@ __all__ = [
     "fit_residual",
     "identified_model",
     "least_squares",
+    "pseudo_inertia",
     "select_prior_weight",
     "standard_parameters",
     "weighted_least_squares",
@@ -330,12 +331,30 @@ def _logdet_divergence(pi, J0inv):
     return jnp.where(jnp.isfinite(d), d, jnp.inf)
 
 
+def _divergence_derivatives(z, J0inv):
+    """Gradient `(nbod, 10)` and block-diagonal Hessian `(10 nbod, 10 nbod)` of the summed
+    divergences, in closed form (``J = sum_k p_k A_k`` is linear in ``p``):
+    ``dd/dp_k = tr((J0^-1 - J^-1) A_k)``, ``d2d/dp_k dp_l = tr(J^-1 A_k J^-1 A_l)``."""
+    nbod = J0inv.shape[0]
+    A = pseudo_inertia(jnp.eye(10, dtype=z.dtype))
+    Jinv = jnp.linalg.inv(pseudo_inertia(z.reshape(-1, 10)))
+    gp = jnp.einsum("bij,kji->bk", J0inv - Jinv, A)
+    M = jnp.einsum("bij,kjl->bkil", Jinv, A)
+    Hp = jnp.einsum("bkij,blji->bkl", M, M)
+    H = (jnp.eye(nbod, dtype=z.dtype)[:, None, :, None] * Hp[:, :, None, :]).reshape(
+        10 * nbod, 10 * nbod)
+    return gp, H
+
+
+@jax.jit
+def _divergence_hessian(z, J0inv):
+    return _divergence_derivatives(z, J0inv)[1]
+
+
 @functools.partial(jax.jit, static_argnames=("max_iters",))
 def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, tol):
     # z = [identified bodies' 10 parameters each, then the free linear terms]
-    nbod = J0inv.shape[0]
-    n_in = nbod * 10
-    A = pseudo_inertia(jnp.eye(10, dtype=z0.dtype))  # J = sum_k p_k A_k
+    n_in = J0inv.shape[0] * 10
 
     def prior(z):
         return jnp.sum(_logdet_divergence(z[:n_in].reshape(-1, 10), J0inv))
@@ -345,15 +364,7 @@ def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, 
         return z @ G @ z - 2.0 * bvec @ z + c + weight * prior(z) + ridge * dz @ dz
 
     def normal(z):
-        # closed forms of the divergence's derivatives (J linear in p):
-        # dd/dp_k = tr((J0^-1 - J^-1) A_k), d2d/dp_k dp_l = tr(J^-1 A_k J^-1 A_l)
-        pb = z[:n_in].reshape(-1, 10)
-        Jinv = jnp.linalg.inv(pseudo_inertia(pb))
-        gp = jnp.einsum("bij,kji->bk", J0inv - Jinv, A)
-        M = jnp.einsum("bij,kjl->bkil", Jinv, A)
-        Hp = jnp.einsum("bkij,blji->bkl", M, M)
-        Hblock = (jnp.eye(nbod, dtype=z.dtype)[:, None, :, None] * Hp[:, :, None, :]).reshape(
-            n_in, n_in)
+        gp, Hblock = _divergence_derivatives(z[:n_in], J0inv)
         dz = z - z_prior
         g = 2.0 * (G @ z - bvec) + 2.0 * ridge * dz
         g = g.at[:n_in].add(weight * gp.reshape(-1))
@@ -420,7 +431,10 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
     step costs ``O(P^3)`` independently of the number of samples. Steps are
     Levenberg-Marquardt-damped Newton steps on the exact gradient and Hessian (the
     data term's is ``2 Y^T W^2 Y``),
-    rejected when they leave the consistent set. The divergence's gradient and Hessian
+    rejected when they leave the consistent set. A small ``prior_weight`` is reached by
+    path following, as in barrier methods: from the weight at which the divergence's
+    curvature matches the data's, down by factors of ten, each stage warm-started
+    (``iterations`` counts all stages). The divergence's gradient and Hessian
     have closed forms (``J`` is linear in ``p``):
     ``d d / d p_k = tr((J0^-1 - J^-1) A_k)``, ``d^2 d / d p_k d p_l = tr(J^-1 A_k J^-1 A_l)``
     with ``J = sum_k p_k A_k``. The joint terms get a ridge of
@@ -491,11 +505,23 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
     c = c_all - 2.0 * b_all[fixed] @ px + px @ G_all[np.ix_(fixed, fixed)] @ px
     ridge = 1e-10 * np.trace(G) / len(free)
     J0inv = np.linalg.inv(np.asarray(pseudo_inertia(jnp.asarray(pi_prior))))
-    z, f, it = _consistent_solve(
-        jnp.asarray(G), jnp.asarray(bvec), jnp.asarray(c), jnp.asarray(p_start[free]),
-        jnp.asarray(p_prior[free]), jnp.asarray(J0inv), jnp.asarray(float(prior_weight)),
-        jnp.asarray(ridge), max_iters, jnp.asarray(tol),
-    )
+    # Path following (as barrier methods): a weak prior is approached from a weight at
+    # which the divergence's curvature matches the data's, ten times smaller per stage,
+    # each stage warm-started; a direct start stalls at the consistency boundary.
+    z = jnp.asarray(p_start[free])
+    n_in = 10 * len(ids)
+    h_prior = np.trace(np.asarray(_divergence_hessian(z[:n_in], jnp.asarray(J0inv))))
+    w_start = max(float(prior_weight), 2.0 * np.trace(G) / max(h_prior, 1e-300))
+    stages = [float(prior_weight)]
+    while stages[-1] * 10.0 < w_start:
+        stages.append(stages[-1] * 10.0)
+    it = 0
+    args = (jnp.asarray(G), jnp.asarray(bvec), jnp.asarray(c))
+    for w in stages[::-1]:
+        z, f, k = _consistent_solve(*args, z, jnp.asarray(p_prior[free]), jnp.asarray(J0inv),
+                                    jnp.asarray(w), jnp.asarray(ridge), max_iters,
+                                    jnp.asarray(tol))
+        it += int(k)
     p = jnp.asarray(p_prior).at[free].set(z)
     return ConsistentFit(p, identified_model(model, p, friction), ids, float(f), int(it),
                          float(prior_weight), joint_sigma,
