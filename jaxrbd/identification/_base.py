@@ -116,7 +116,7 @@ def _random_states(model, n, seed, qd_scale, qdd_scale):
 
 
 def base_parameters(model, friction: FrictionModel | None = None, *, n_samples: int = 500,
-                    seed: int = 0, rtol: float = 1e-8, qd_scale: float = 2.0,
+                    seed: int = 0, rtol: float | None = None, qd_scale: float = 2.0,
                     qdd_scale: float = 10.0) -> BaseParameters:
     """The base parameters of ``model`` with the linear joint terms of ``friction``, by
     Gautier's numerical method (1990): QR with column pivoting of the regressor stacked
@@ -133,19 +133,22 @@ def base_parameters(model, friction: FrictionModel | None = None, *, n_samples: 
         friction: the linear joint terms (default `FrictionModel()`).
         n_samples: number of random states.
         seed: their seed.
-        rtol: the rank threshold relative to the largest pivot.
+        rtol: the rank threshold relative to the largest pivot (default 1e-8 for a
+            float64 model, 1e-4 for float32, whose regressor carries rounding ~1e-7).
         qd_scale, qdd_scale: velocity [rad/s] and acceleration [rad/s^2] ranges.
 
     Returns:
         A `BaseParameters`.
 
     Example:
-        >>> arm = jaxrbd.models.chain(3)       # three parallel revolute axes
+        >>> arm = jaxrbd.models.chain(3)
         >>> bp = base_parameters(arm, FrictionModel(), n_samples=50)
-        >>> bp.n_base, bp.E.shape
-        (21, (21, 52))
+        >>> bp.n_base, bp.E.shape            # 15 inertial combinations, 12 joint terms
+        (27, (27, 52))
     """
     friction = FrictionModel() if friction is None else friction
+    if rtol is None:
+        rtol = 1e-8 if model.dtype == np.float64 else 1e-4
     q, qd, qdd = _random_states(model, n_samples, seed, qd_scale, qdd_scale)
     Y = np.asarray(stacked_regressor(model, friction, q, qd, qdd))
     scale = np.linalg.norm(Y, axis=0)

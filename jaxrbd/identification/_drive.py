@@ -244,8 +244,8 @@ def payload_parameters(body: Body):
             expressed in the frame of the body that carries it.
 
     Example:
-        >>> payload_parameters(jaxrbd.Body(2.0, (0.0, 0.0, 0.1), np.eye(3) * 1e-3)).round(4)
-        array([2.   , 0.   , 0.   , 0.2  , 0.021, 0.   , 0.021, 0.   , 0.   , 0.001])
+        >>> payload_parameters(jaxrbd.Body(2.0, (0.0, 0.0, 0.1), np.eye(3) * 1e-3)).round(4).tolist()
+        [2.0, 0.0, 0.0, 0.2, 0.021, 0.0, 0.021, 0.0, 0.0, 0.001]
     """
     m, c, Ic = body.arrays("payload")
     I0 = Ic + m * (np.dot(c, c) * np.eye(3) - np.outer(c, c))

@@ -421,7 +421,7 @@ def butterworth_filtfilt(x, cutoff: float, fs: float, order: int = 4, *, pad: in
         >>> t = np.arange(1000) / 1000.0
         >>> x = np.sin(2 * np.pi * 2 * t) + 0.1 * np.sin(2 * np.pi * 200 * t)
         >>> y = butterworth_filtfilt(x, 20.0, 1000.0)
-        >>> float(np.abs(y - np.sin(2 * np.pi * 2 * t)).max()) < 1e-3
+        >>> float(np.abs(y - np.sin(2 * np.pi * 2 * t))[150:-150].max()) < 1e-4   # away from the ends
         True
     """
     x = np.asarray(x, np.float64)
