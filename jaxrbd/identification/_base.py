@@ -135,7 +135,8 @@ def base_parameters(model, friction: FrictionModel | None = None, *, n_samples: 
         seed: their seed.
         rtol: the rank threshold relative to the largest pivot (default 1e-8 for a
             float64 model, 1e-4 for float32, whose regressor carries rounding ~1e-7).
-        qd_scale, qdd_scale: velocity [rad/s] and acceleration [rad/s^2] ranges.
+        qd_scale: velocity range [rad/s].
+        qdd_scale: acceleration range [rad/s^2].
 
     Returns:
         A `BaseParameters`.

@@ -128,7 +128,9 @@ def identification_regressor(model, friction: FrictionModel, q, qd, qdd):
     Args:
         model: a `jaxrbd.Model` with 1-DoF joints.
         friction: a `FrictionModel`.
-        q, qd, qdd: `(nv,)` one sample (`jax.vmap` for many).
+        q: `(nv,)` positions of one sample (`jax.vmap` for many).
+        qd: `(nv,)` velocities.
+        qdd: `(nv,)` accelerations.
 
     Returns:
         `Y`, `(nv, 10 nbodies + friction.n_columns(nv))`.
@@ -165,7 +167,9 @@ def stacked_regressor(model, friction: FrictionModel, q, qd, qdd, *, chunk: int 
     Args:
         model: a `jaxrbd.Model` with 1-DoF joints.
         friction: a `FrictionModel`.
-        q, qd, qdd: `(T, nv)` samples.
+        q: `(T, nv)` positions.
+        qd: `(T, nv)` velocities.
+        qdd: `(T, nv)` accelerations.
         chunk: samples per compiled call.
 
     Returns:
@@ -202,7 +206,8 @@ def stribeck_friction(qd, coulomb, static, stribeck_velocity, viscous=0.0, width
 
     Args:
         qd: joint velocities [rad/s], any shape.
-        coulomb, static: Coulomb ``fc`` and static (breakaway) ``fs`` levels [N m].
+        coulomb: Coulomb level ``fc`` [N m].
+        static: static (breakaway) level ``fs`` [N m].
         stribeck_velocity: ``vs > 0`` [rad/s].
         viscous: ``fv`` [N m s/rad].
         width: the smooth sign's width [rad/s].

@@ -215,8 +215,8 @@ def fit_residual(residual, x0, *, max_iters: int = 100, tol: float = 1e-12):
     Args:
         residual: ``x (n,) -> r (m,)``, differentiable.
         x0: `(n,)` start.
-        max_iters, tol: at most ``max_iters`` steps; stop when a step reduces the cost
-            by less than ``tol`` relative.
+        max_iters: at most this many steps.
+        tol: stop when a step reduces the cost by less than ``tol`` relative.
 
     Returns:
         ``(x, cost, iterations)``.
@@ -451,8 +451,8 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
         joint_sigma: `(nv,)` per-joint noise levels [N m] for whitening (default: the RMS
             residual per joint of ordinary least squares on ``Y``).
         start: `(P,)` consistent standard parameters to start from (default: the prior).
-        max_iters, tol: at most ``max_iters`` steps; stop when a step reduces the cost by
-            less than ``tol`` relative.
+        max_iters: at most this many steps (per stage of the path).
+        tol: stop when a step reduces the cost by less than ``tol`` relative.
 
     Returns:
         A `ConsistentFit`.
@@ -572,7 +572,10 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
 
     Args:
         model: the a priori `jaxrbd.Model`.
-        Y_train, tau_train, Y_val, tau_val: stacked regressors `(T nv, P)` and efforts.
+        Y_train: `(T nv, P)` stacked regressor of the training data.
+        tau_train: `(T nv,)` its efforts.
+        Y_val: `(T' nv, P)` stacked regressor of the validation data.
+        tau_val: `(T' nv,)` its efforts.
         friction: the `FrictionModel`.
         weights: candidates (default ``10^k``, ``k = 6, 5, ..., -1``).
         prior_model: the prior (default ``model``).

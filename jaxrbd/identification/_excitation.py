@@ -26,7 +26,8 @@ def fourier_trajectory(a, b, q0, wf, t):
     measurements can be averaged over periods and the spectrum is known.
 
     Args:
-        a, b: `(n, L)` coefficients of the velocity's sine and cosine terms [rad/s].
+        a: `(n, L)` coefficients of the velocity's cosine terms [rad/s].
+        b: `(n, L)` coefficients of the velocity's sine terms [rad/s].
         q0: `(n,)` offsets [rad].
         wf: the fundamental angular frequency [rad/s].
         t: `(T,)` times [s].
@@ -97,10 +98,12 @@ def optimize_excitation(model, base: BaseParameters, *, harmonics: int = 5, wf: 
         harmonics: ``L``, harmonics per joint.
         wf: fundamental angular frequency [rad/s] (the period is ``2 pi / wf``).
         n_samples: samples of one period in the cost.
-        steps: Adam steps; learning_rate: its step size.
+        steps: Adam steps.
+        learning_rate: Adam's step size.
         q_margin: fraction of each joint's range kept free at both ends.
-        qd_max, qdd_max: `(nv,)` or scalar limits [rad/s, rad/s^2] (default:
-            ``model.velocity_limit`` where finite, else 2; acceleration 10).
+        qd_max: `(nv,)` or scalar velocity limits [rad/s] (default
+            ``model.velocity_limit`` where finite, else 2).
+        qdd_max: `(nv,)` or scalar acceleration limits [rad/s^2] (default 10).
         seed: the random start's seed.
         penalty: weight of the limit violations.
 

@@ -84,8 +84,12 @@ def plot_torques(t, tau, tau_hat, joint_names=None, *, labels=("measured", "pred
     lazily: install the ``examples`` extra).
 
     Args:
-        t: `(T,)` time [s]; tau, tau_hat: `(T, nv)` [N m].
+        t: `(T,)` time [s].
+        tau: `(T, nv)` measured efforts [N m].
+        tau_hat: `(T, nv)` predicted efforts [N m].
         joint_names: panel titles.
+        labels: the two curves' legend labels.
+        title: the figure's title.
 
     Returns:
         The matplotlib ``Figure``.
