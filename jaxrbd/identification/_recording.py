@@ -83,13 +83,14 @@ class Recording:
                 f"t[{k + 1}] = {t[k + 1]!r} (sort the samples or drop duplicates)"
             )
         object.__setattr__(self, "t", t)
-        q = _signal("q", self.q, None, "")
+        q = _signal(f"{self.name}: q", self.q, None, "")
         n = q.shape[1]
         object.__setattr__(self, "q", q)
         for key in _SIGNALS[1:]:
             x = getattr(self, key)
             if x is not None:
-                object.__setattr__(self, key, _signal(key, x, n, "joints, as q"))
+                object.__setattr__(self, key, _signal(f"{self.name}: {key}", x, n,
+                                                      "joints, as q"))
         for key in _SIGNALS:
             x = getattr(self, key)
             if x is None:
