@@ -120,6 +120,7 @@ from ._markers import marker_jacobian as marker_jacobian
 from ._markers import marker_kinematics as marker_kinematics
 from ._markers import marker_positions as marker_positions
 from . import estimation as estimation
+from . import identification as identification
 from . import mocap as mocap
 # -- batches, ground contact, reference algorithms, visualisation --
 from . import batched as batched
