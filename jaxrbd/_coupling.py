@@ -101,7 +101,13 @@ def couple(model: Model, couplings: Mapping[str, tuple]) -> CoupledModel:
             seen.append(j)
             j2, a2, b2 = raw[j]
             j, a, b = j2, a * a2, a * b2 + b
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise ValueError(
+                f"couple: the chain {' -> '.join(seen + [j])} gives a non-finite multiplier "
+                f"{a} or offset {b}"
+            )
         resolved[m] = (j, a, b)
+    _check_overflow(model, resolved)
     coupled = [n for n in names if n in resolved]  # base order
     independent = [n for n in names if n not in resolved]
 
@@ -127,6 +133,40 @@ def couple(model: Model, couplings: Mapping[str, tuple]) -> CoupledModel:
         driver_q=tuple(ind_q.index(model.q_index(j).start) for j in drivers),
         driver_v=tuple(ind_v.index(model.v_index(j).start) for j in drivers),
     )
+
+
+def _check_overflow(model: Model, resolved: dict) -> None:
+    """Refuse multipliers that make ``H = Aᵀ H_full A`` overflow the model's dtype.
+
+    An entry of ``H_full`` is at most ``sum_b (tr I_b + 2 R |m c|_b + R² m_b)`` with
+    ``R`` the sum of all joint offsets (no point of the tree is further than that from a
+    joint axis) plus the armature, and a column of ``A`` sums to ``1 + sum |a|`` over
+    the joints one driver moves.
+    """
+    try:
+        inertia = np.asarray(model.inertia, dtype=np.float64)
+        r = np.asarray(model.Xtree_r, dtype=np.float64)
+        armature = np.asarray(model.armature, dtype=np.float64)
+    except jax.errors.TracerArrayConversionError:
+        return  # traced leaves: nothing to bound on the host
+    if inertia.ndim != 2:
+        return  # stacked models
+    with np.errstate(over="ignore", invalid="ignore"):
+        mass = np.abs(inertia[:, 0])
+        first = np.linalg.norm(inertia[:, 1:4], axis=1)
+        reach = np.linalg.norm(r, axis=1).sum() + np.max(first / np.maximum(mass, 1e-300))
+        trace = np.abs(inertia[:, [4, 6, 9]]).sum()
+        h = trace + 2 * reach * first.sum() + reach**2 * mass.sum() + armature.max(initial=0.0)
+        top = float(np.finfo(model.dtype).max) / max(model.nv, 1)
+        for driver in {j for j, _, _ in resolved.values()}:
+            moved = {m: a for m, (j, a, _) in resolved.items() if j == driver}
+            col = 1.0 + sum(abs(a) for a in moved.values())
+            if not col * col * max(h, 1.0) < top:
+                raise ValueError(
+                    f"couple: the multipliers {moved} of the joints driven by {driver!r} "
+                    f"make the mass matrix overflow {np.dtype(model.dtype).name} (its entries "
+                    f"reach about (1 + sum |multiplier|)^2 * {h:.3g})"
+                )
 
 
 # ---------------------------------------------------------------- the map A

@@ -488,10 +488,16 @@ class PassiveJointForces(AbstractForceElement):
 
     def forces(self, model, q, qd, t):
         eps = jnp.asarray(self.smoothing, model.dtype)
-        return (
+        tau = (
             -model.stiffness * self._deflection(model, q)
             - model.damping * qd
             - model.friction * jnp.tanh(qd / eps)
+        )
+        # a model edited after passive_forces checked it: negative friction pushes
+        return eqx.error_if(
+            tau, jnp.any(model.friction < 0),
+            "PassiveJointForces: Model.friction has negative entries; a Coulomb force "
+            "needs friction >= 0",
         )
 
     def energy(self, model, q, t):
@@ -525,7 +531,25 @@ def passive_forces(model, smoothing=0.01):
         active = any(bool(np.any(np.asarray(c) != 0)) for c in coefficients)
     except jax.errors.TracerArrayConversionError:
         active = True  # traced coefficients: keep the element, it is exact for zeros too
+    friction = _concrete(model.friction)
+    if friction is not None and np.any(friction < 0):
+        raise ValueError(
+            f"passive_forces: joints {_joints_of_dofs(model, np.flatnonzero(friction < 0))} "
+            f"have negative dry friction {friction[friction < 0].tolist()} (an identified "
+            "value?); a Coulomb force needs friction >= 0: set Model.friction of these "
+            "joints to zero or to a physical value with eqx.tree_at"
+        )
     return (PassiveJointForces(smoothing),) if active else ()
+
+
+def _joints_of_dofs(model, dofs) -> list[str]:
+    """The names of the joints owning velocity coordinates ``dofs``, in model order."""
+    names = []
+    for name in model.joint_names:
+        s = model.v_index(name)
+        if any(s.start <= d < s.stop for d in dofs):
+            names.append(name)
+    return names
 
 
 # ---------------------------------------------------------------- polyline spring-damper
