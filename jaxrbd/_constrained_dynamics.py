@@ -55,7 +55,7 @@ from ._constraints import _resolve, constraint_bias, constraint_jacobian, terms
 from ._contacts import _check_method, _check_rcond, kkt_solve
 from ._core.checks import _as_float, check_f_ext, check_state
 from ._crba import mass_matrix
-from ._model import is_coupled
+from ._model import check_model, is_coupled
 from ._rnea import bias_forces
 
 __all__ = [
@@ -86,6 +86,7 @@ def actuation_mask(model, actuated=None) -> np.ndarray:
         >>> int(jaxrbd.actuation_mask(model, ["body_1"]).sum())   # an euler_zyx joint
         3
     """
+    check_model(model)
     if actuated is None:
         mask = np.ones(model.nv, dtype=bool)
         for b in model.movable_joint_bodies:
@@ -237,6 +238,7 @@ def inverse_dynamics_constraints(
         >>> tau.shape, lam.shape
         ((9,), (3,))
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.inverse_dynamics_constraints"):
         _check_rcond(rcond)
         mask = actuation_mask(model, actuated)
@@ -313,6 +315,7 @@ def inverse_dynamics_constraints_relaxed(
         >>> bool(jnp.allclose(qdd, qdd2))
         True
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.inverse_dynamics_constraints_relaxed"):
         _check_method(method)
         _check_rcond(rcond)

@@ -38,7 +38,7 @@ from ._core.backend import contact_block
 from ._core.checks import _as_float, check_f_ext, check_state
 from ._core.native_vmap import vmap_in_blocks
 from ._crba import mass_matrix
-from ._model import is_coupled
+from ._model import check_model, is_coupled
 from ._rnea import bias_forces
 
 __all__ = [
@@ -343,6 +343,7 @@ def assemble_q(
         >>> bool(ok), bool(jnp.abs(jaxrbd.constraint_residual(model, q1, cs)).max() < 1e-9)
         (True, True)
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.assemble_q"):
         _check_rcond(rcond)
         bodies = _resolve(model, constraints)
@@ -404,6 +405,7 @@ def assemble_qd(model, q, qd_guess, constraints, weights=None, *, tol=None, rcon
         >>> bool(ok)
         True
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.assemble_qd"):
         _check_rcond(rcond)
         bodies = _resolve(model, constraints)

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._model import CoupledModel, Model
+from ._model import CoupledModel, Model, check_model
 
 __all__ = ["couple"]
 
@@ -56,6 +56,7 @@ def couple(model: Model, couplings: Mapping[str, tuple]) -> CoupledModel:
         >>> cm.nq, cm.joint_names
         (2, ('link0', 'link1'))
     """
+    check_model(model)
     if isinstance(model, CoupledModel):
         raise TypeError("couple expects a plain Model; couple the base model once, with all couplings")
     names = model.joint_names

@@ -26,6 +26,7 @@ import numpy as np
 
 from ._core.checks import _as_float, check_state, check_vector
 from ._kinematics import point_jacobian, point_position, resolve_bodies
+from ._model import check_model
 from ._rnea import inverse_dynamics
 
 __all__ = [
@@ -526,6 +527,7 @@ def passive_forces(model, smoothing=0.01):
         >>> jaxrbd.generalized_forces(jaxrbd.passive_forces(damped), damped, q, jnp.ones(9))
         Array([-0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5], dtype=float64)
     """
+    check_model(model)
     coefficients = (model.stiffness, model.damping, model.friction)
     try:
         active = any(bool(np.any(np.asarray(c) != 0)) for c in coefficients)

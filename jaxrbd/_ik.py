@@ -492,8 +492,9 @@ def _solve(prob, model, q0, data, lo, hi, max_iters, tol, damping, max_step, res
     e0 = jnp.zeros(prob.m, dtype)
     J0 = jnp.zeros((prob.m, prob.nv), dtype)
     inf = jnp.asarray(jnp.inf, dtype)
+    # e_best starts as NaN: if no trial is ever finite, the result does not converge
     c0 = (k0, jnp.zeros((), bool), jnp.ones((), bool), k0, q_start, e0, e0, J0, inf, damping,
-          two, inf, k0, q_start, e0, inf)
+          two, inf, k0, q_start, jnp.full(prob.m, jnp.nan, dtype), inf)
     c = lax.while_loop(cond, body, c0)
     k, q_best, e_best = c[0], c[-3], c[-2]
     return q_best, e_best, k - 1
@@ -641,6 +642,8 @@ def inverse_kinematics(
             body, with arrays of the wrong shape or with neither position nor
             rotation; an unknown joint in ``active``; ``max_iters < 0``; ``tol``,
             ``damping`` or ``max_step`` not positive.
+        equinox.EquinoxRuntimeError: non-finite numbers in the targets or ``q0``
+            (``eqx.error_if``; NaN results with ``EQX_ON_ERROR=nan``).
         TypeError: ``targets`` not `IKTarget`s; ``max_iters`` not an int.
 
     Example:
@@ -661,6 +664,15 @@ def inverse_kinematics(
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         prob = _Problem(model, targets, active, respect_limits)
         data = _target_data(prob, targets, model.dtype)
+        # a NaN goal has no solution: every trial error is NaN, and no trial can pass
+        finite = jnp.all(jnp.isfinite(q0))
+        for x in data:
+            finite = finite & jnp.all(jnp.isfinite(x))
+        data = eqx.error_if(
+            data, ~finite,
+            "inverse_kinematics: the targets (point, position, rotation, weights) or q0 "
+            "hold NaN or inf",
+        )
         lo = jnp.asarray(model.q_lower, model.dtype)
         hi = jnp.asarray(model.q_upper, model.dtype)
         tol = jnp.asarray(tol, model.dtype)

@@ -21,6 +21,7 @@ from ._core import algebra as al
 from ._core.checks import _as_float, check_state
 from ._core.topology import topology
 from ._kinematics import _node_jacobian, _node_poses, body_frames_batched, run_native, support
+from ._model import check_model
 
 __all__ = ["MarkerSet", "marker_jacobian", "marker_kinematics", "marker_positions"]
 
@@ -188,6 +189,7 @@ def marker_positions(model, q, markers):
         >>> jaxrbd.marker_positions(model, jnp.zeros(model.nq), ms)
         Array([[ 0.,  0., -3.]], dtype=float64)
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.marker_positions"):
         q, offsets, bodies = _check(model, q, markers)
         return run_native(_positions, model, (q, offsets), (bodies,))
@@ -214,6 +216,7 @@ def marker_jacobian(model, q, markers):
         >>> jaxrbd.marker_jacobian(model, q, ms).shape
         (3, 9)
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.marker_jacobian"):
         return marker_kinematics(model, q, markers)[1]
 
@@ -236,6 +239,7 @@ def marker_kinematics(model, q, markers):
         >>> bool(jnp.allclose(J @ qd, jaxrbd.point_velocity(model, q, qd, "body_3", ms.offsets[0])))
         True
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.marker_kinematics"):
         q, offsets, bodies = _check(model, q, markers)
         P, J = run_native(_positions_jacobian, model, (q, offsets), (bodies,))

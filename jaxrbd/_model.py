@@ -404,7 +404,26 @@ class CoupledModel(eqx.Module):
         return "\n".join([lines[0]] + [slots.sub(repl, line) for line in lines[1:]])
 
 
+def check_model(model, name: str = "model") -> None:
+    """A ``TypeError`` naming ``name`` unless ``model`` is a `Model` or `CoupledModel`
+    (trace-time, an ``isinstance``): the first thing the public functions do."""
+    if isinstance(model, (Model, CoupledModel)):
+        return
+    hint = ""
+    if type(model).__name__ == "ConstraintSet":
+        hint = " (the model comes first, the ConstraintSet later)"
+    raise TypeError(
+        f"{name} must be a jaxrbd Model or CoupledModel (from load_urdf, load_mjcf or "
+        f"ModelBuilder.build), got {type(model).__name__}{hint}"
+    )
+
+
 def is_coupled(model) -> bool:
     """Whether ``model`` is a `CoupledModel` (the public functions then reduce the full
-    tree's quantities to the independent coordinates, see `jaxrbd._coupling`)."""
+    tree's quantities to the independent coordinates, see `jaxrbd._coupling`).
+
+    Raises:
+        TypeError: ``model`` is neither a `Model` nor a `CoupledModel` (`check_model`).
+    """
+    check_model(model)
     return isinstance(model, CoupledModel)

@@ -34,7 +34,7 @@ from ._core.passes import velocities_accelerations
 from ._core.rows import place_rows
 from ._core.topology import topology
 from ._kinematics import body_frames_batched
-from ._model import is_coupled
+from ._model import check_model, is_coupled
 
 __all__ = [
     "from_log_cholesky",
@@ -72,6 +72,7 @@ def inertial_parameters(model):
         >>> pi.shape, float(pi[1, 0])          # the first link's mass [kg]
         ((4, 10), 0.1)
     """
+    check_model(model)
     return model.inertia
 
 
@@ -98,6 +99,7 @@ def with_inertial_parameters(model, pi):
         >>> float(heavier.inertia[1, 0]), float(model.inertia[1, 0])
         (0.2, 0.1)
     """
+    check_model(model)
     pi = _as_float("pi", pi, model.dtype)
     shape = model.inertia.shape  # (..., nbodies, 10); leading axes for stacked models
     lead, nb = shape[:-2], shape[-2]

@@ -6,7 +6,11 @@ import warnings
 
 import jax.numpy as jnp
 
-__all__ = ["check_f_ext", "check_state", "check_vector", "warn_deprecated"]
+from .._model import check_model
+
+__all__ = [
+    "check_f_ext", "check_model", "check_state", "check_vector", "warn_deprecated",
+]
 
 
 
@@ -33,6 +37,7 @@ def check_vector(name: str, x, n: int, what: str, dtype):
 
 
 def check_f_ext(model, f_ext):
+    check_model(model)
     if f_ext is None:
         return None
     f_ext = _as_float("f_ext", f_ext, model.dtype)
@@ -45,6 +50,7 @@ def check_f_ext(model, f_ext):
 
 def check_state(model, **arrays):
     """Check and convert each named vector; sizes by name (q: nq, others: nv)."""
+    check_model(model)
     out = []
     for name, x in arrays.items():
         if name == "q":
