@@ -29,7 +29,7 @@ from ._aba import forward_dynamics
 from ._analytic_rules import DERIVATIVE_MATRICES
 from ._configuration import advance, frame_rate, move
 from ._core.checks import _as_float, check_state, check_vector
-from ._model import is_coupled
+from ._model import check_model, is_coupled
 
 __all__ = ["INTEGRATORS", "rollout", "rollout_batched", "step"]
 
@@ -413,6 +413,7 @@ def rollout(
         (51, 9)
     """
     with jax.named_scope("jaxrbd.rollout"):
+        check_model(model)
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         qd0 = check_vector("qd0", qd0, model.nv, "model.nv", model.dtype)
         dt = _check_dt(dt, model.dtype)

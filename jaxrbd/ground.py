@@ -53,6 +53,7 @@ from ._integrators import (
     _scan,
     check_batch_inputs,
 )
+from ._model import check_model
 from ._rnea import bias_forces
 
 __all__ = [
@@ -339,6 +340,7 @@ def _advance(model, q, qd, tau, dt, contacts, terrain, p, lam0):
 
 
 def _checked(model, contacts, terrain, contact_model):
+    check_model(model)
     _check_contacts(model, contacts)
     _check_terrain(terrain)
     return _contact_model(contact_model)
