@@ -31,7 +31,8 @@ Scene rules (the same for both simulators):
 
 Per robot and contact model: the vertical contact force over the weight minus 1 (the
 mean over the last 0.5 s and the worst step of it), the base's horizontal drift (the
-largest over the run), the largest ``|f_t| / (mu f_n)`` over every step and point, the
+largest over the run, and the largest after the first second, when the PD has settled the
+pose), the largest ``|f_t| / (mu f_n)`` over every step and point, the
 hard solver's largest residual, converged fraction and mean iterations, and whether it
 stands (base height within 5 cm of the start, tilt below 10 degrees, drift below 1 cm).
 MuJoCo: its final base height against jaxrbd's, its total vertical contact force (mean
@@ -39,12 +40,14 @@ over the last 0.5 s), and the time per step (`mj_step` alone, one thread) agains
 jaxrbd's (one jitted single-trajectory `ground.rollout`, per step), in the same process.
 
 Writes ``benchmarks/results/legged_corpus.json``. Run:
-``MENAGERIE_ROOT=/path/to/mujoco_menagerie nice python benchmarks/bench_legged_corpus.py``.
+``MENAGERIE_ROOT=/path/to/mujoco_menagerie nice python benchmarks/bench_legged_corpus.py``
+(``--robots`` a subset, ``--out`` elsewhere; ``--merge a.json b.json`` joins partial runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -172,7 +175,7 @@ def run_jaxrbd(s, contact_model, n):
     out = jax.block_until_ready(f(qref))
     compile_s = time.perf_counter() - t0
     best = np.inf
-    for _ in range(2):
+    for _ in range(1):
         t0 = time.perf_counter()
         jax.block_until_ready(f(qref))
         best = min(best, time.perf_counter() - t0)
@@ -205,7 +208,7 @@ def run_mujoco(s, n):
     mujoco.mj_forward(m, d)
     kp, kd = gains(s["model"], s["qref"])
     qref = s["qref"][7:]
-    fz, z, spent = [], [], 0.0
+    fz, xy, spent = [], [], 0.0
     f6 = np.zeros(6)
     for _ in range(n):
         d.qfrc_applied[6:] = kp * (qref - d.qpos[7:]) - kd * d.qvel[6:]
@@ -220,8 +223,8 @@ def run_mujoco(s, n):
             # MuJoCo's force acts on geom2 from geom1; the floor is geom1 here
             total += w[2] if d.contact[i].geom[0] in floor else -w[2]
         fz.append(total)
-        z.append(d.qpos[2])
-    return np.array(fz), np.array(z), d.qpos.copy(), spent / n
+        xy.append(d.qpos[:2].copy())
+    return np.array(fz), np.array(xy), d.qpos.copy(), spent / n
 
 
 def tilt_deg(quat):
@@ -243,13 +246,16 @@ def analyse(s, qs, info, n, weight):
     cone_off = float(np.max(np.where(on, 0.0, ft)))  # tangential force without normal force
     q = np.asarray(qs)
     drift = float(np.max(np.linalg.norm(q[:, :2] - q[0, :2], axis=1)))
+    # after the first second the PD has settled the pose: what moves then is slip
+    k1 = min(1000, n // 2)
+    settled = float(np.max(np.linalg.norm(q[k1:, :2] - q[k1, :2], axis=1)))
     dz = float(q[-1, 2] - q[0, 2])
     tilt = tilt_deg(q[-1, 3:7])
     ok = bool(np.all(np.isfinite(q))) and abs(dz) < 0.05 and tilt < 10 and drift < 0.01
     return dict(
         force_ratio_mean=float(np.mean(fz[-tail:]) / weight - 1),
         force_ratio_worst=float(np.max(np.abs(fz[-tail:] / weight - 1))),
-        drift_m=drift, height_change_m=dz, tilt_deg=tilt, cone_max=cone,
+        drift_m=drift, drift_settled_m=settled, height_change_m=dz, tilt_deg=tilt, cone_max=cone,
         tangential_without_normal_N=cone_off,
         residual_max=float(np.max(np.asarray(info.residual))),
         converged_fraction=float(np.mean(np.asarray(info.converged))),
@@ -264,7 +270,8 @@ def one_robot(root, entry, n):
     common = dict(robot=label, key=s["key"], nv=s["model"].nv, points=len(s["feet"]),
                   foot_geoms=len(s["geoms"]), mass_kg=weight / abs(s["m"].opt.gravity[2]),
                   missing_meshes=s["missing_meshes"])
-    fz_mj, z_mj, q_mj, mj_step_s = run_mujoco(s, n)
+    fz_mj, xy_mj, q_mj, mj_step_s = run_mujoco(s, n)
+    k1 = min(1000, n // 2)
     tail = 500 if n >= 2000 else max(1, n // 4)
     rows = []
     for name, cmodel in (("hard", jaxrbd.ground.HardContact()),
@@ -275,14 +282,32 @@ def one_robot(root, entry, n):
                    mujoco_force_ratio_mean=float(np.mean(fz_mj[-tail:]) / weight - 1),
                    mujoco_final_base_z=float(q_mj[2]),
                    height_vs_mujoco_m=row["final_base_z"] - float(q_mj[2]),
-                   mujoco_drift_m=float(np.linalg.norm(q_mj[:2] - s["qref"][:2])))
+                   mujoco_drift_m=float(np.max(np.linalg.norm(xy_mj - s["qref"][:2], axis=1))),
+                   mujoco_drift_settled_m=float(np.max(np.linalg.norm(xy_mj[k1:] - xy_mj[k1],
+                                                                      axis=1))))
         rows.append(row)
         print(f"  {label} {name}: stands={row['stands']} F/W-1={row['force_ratio_mean']:.1e} "
-              f"drift={row['drift_m']:.1e} res={row['residual_max']:.1e} "
+              f"drift={row['drift_m']:.1e} settled={row['drift_settled_m']:.1e} res={row['residual_max']:.1e} "
               f"conv={row['converged_fraction']:.3f} it={row['iterations_mean']:.1f} "
               f"{1e6 * step_s:.0f}us/step (MuJoCo {1e6 * mj_step_s:.0f}us) "
               f"compile {compile_s:.0f}s", flush=True)
     return rows
+
+
+def report(rows, skipped):
+    e = lambda x: f"{x:.1e}"
+    cm.print_table(rows, [
+        ("robot", "robot", str), ("model", "model", str), ("pts", "points", str),
+        ("F/W-1", "force_ratio_mean", e), ("worst", "force_ratio_worst", e),
+        ("drift m", "drift_m", e), ("after 1 s", "drift_settled_m", e),
+        ("cone", "cone_max", lambda x: f"{x:.6f}"),
+        ("resid", "residual_max", e), ("conv", "converged_fraction", lambda x: f"{x:.3f}"),
+        ("iters", "iterations_mean", lambda x: f"{x:.1f}"), ("stands", "stands", str),
+        ("dz vs MJ m", "height_vs_mujoco_m", e), ("MJ F/W-1", "mujoco_force_ratio_mean", e),
+        ("us/step", "s_per_step", lambda x: f"{1e6 * x:.0f}"),
+        ("MJ us/step", "mujoco_s_per_step", lambda x: f"{1e6 * x:.1f}")])
+    for s in skipped:
+        print(f"skipped {s['robot']}: {s['reason']}")
 
 
 def main():
@@ -292,7 +317,19 @@ def main():
     p.add_argument("--band", type=float, default=0.02, help="foot band above the lowest point [m]")
     p.add_argument("--robots", nargs="*", help="labels to run (default all)")
     p.add_argument("--out", default=None)
+    p.add_argument("--merge", nargs="*", help="JSON files of partial runs to merge into --out")
     ARGS = p.parse_args()
+    if ARGS.merge:
+        parts = [json.loads(open(f).read()) for f in ARGS.merge]
+        rows = [r for part in parts for r in part["rows"]]
+        skipped = [r for part in parts for r in part["skipped"]]
+        meta = dict(parts[0]["metadata"], merged_from=[part["metadata"] for part in parts[1:]])
+        extra = {k: v for k, v in parts[0].items() if k not in ("metadata", "rows", "skipped")}
+        out = ARGS.out or cm.RESULTS / "legged_corpus.json"
+        cm.write_json(out, rows, meta, skipped=skipped, **extra)
+        report(rows, skipped)
+        print("wrote", out)
+        return
     root = os.environ.get("MENAGERIE_ROOT")
     if not root:
         print("skipped: MENAGERIE_ROOT is not set (a MuJoCo Menagerie checkout)")
@@ -319,18 +356,7 @@ def main():
         cm.write_json(out, rows, meta, skipped=skipped, seconds=ARGS.seconds, dt=DT,
                       friction=MU, band_m=ARGS.band, pd_hz=W / (2 * np.pi))
 
-    e = lambda x: f"{x:.1e}"
-    cm.print_table(rows, [
-        ("robot", "robot", str), ("model", "model", str), ("pts", "points", str),
-        ("F/W-1", "force_ratio_mean", e), ("worst", "force_ratio_worst", e),
-        ("drift m", "drift_m", e), ("cone", "cone_max", lambda x: f"{x:.6f}"),
-        ("resid", "residual_max", e), ("conv", "converged_fraction", lambda x: f"{x:.3f}"),
-        ("iters", "iterations_mean", lambda x: f"{x:.1f}"), ("stands", "stands", str),
-        ("dz vs MJ m", "height_vs_mujoco_m", e), ("MJ F/W-1", "mujoco_force_ratio_mean", e),
-        ("us/step", "s_per_step", lambda x: f"{1e6 * x:.0f}"),
-        ("MJ us/step", "mujoco_s_per_step", lambda x: f"{1e6 * x:.1f}")])
-    for s in skipped:
-        print(f"skipped {s['robot']}: {s['reason']}")
+    report(rows, skipped)
     print("wrote", out)
 
 
