@@ -287,7 +287,8 @@ def one_robot(root, entry, n):
                                                                       axis=1))))
         rows.append(row)
         print(f"  {label} {name}: stands={row['stands']} F/W-1={row['force_ratio_mean']:.1e} "
-              f"drift={row['drift_m']:.1e} settled={row['drift_settled_m']:.1e} res={row['residual_max']:.1e} "
+              f"drift={row['drift_m']:.1e} settled={row['drift_settled_m']:.1e} "
+              f"res={row['residual_max']:.1e} "
               f"conv={row['converged_fraction']:.3f} it={row['iterations_mean']:.1f} "
               f"{1e6 * step_s:.0f}us/step (MuJoCo {1e6 * mj_step_s:.0f}us) "
               f"compile {compile_s:.0f}s", flush=True)

@@ -320,7 +320,8 @@ class ContactPoints(eqx.Module):
                 ) from None
             if bid == 0 or model.body_id(model.body_names[bid]) == 0:
                 if named is not None:
-                    raise ValueError(f"geom {gname!r} is on {bname!r}, which is welded to the world")
+                    raise ValueError(
+                        f"geom {gname!r} is on {bname!r}, which is welded to the world")
                 continue
             for k, (p, r) in enumerate(_geom_spheres(m, g, cylinder_points)):
                 items.append((bname, p, r))
