@@ -140,7 +140,10 @@ def scene(root, label, directory, fname, key):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = jaxrbd.load_mjcf(m)
-    pts = jaxrbd.ground.ContactPoints.from_mjcf(model, m, meshes=True)
+    try:
+        pts = jaxrbd.ground.ContactPoints.from_mjcf(model, m, meshes=True)
+    except ValueError as e:
+        raise Skip(str(e)) from None
     world = np.asarray(jaxrbd.point_position(model, jnp.asarray(qref), list(pts.bodies),
                                              pts.points))
     low = world[:, 2] - np.asarray(pts.radius)
