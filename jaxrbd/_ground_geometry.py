@@ -211,7 +211,8 @@ class ContactPoints(eqx.Module):
         """Collidable spheres from an MJCF's collision geoms, read through MuJoCo.
 
         The MJCF is compiled by MuJoCo (as `jaxrbd.load_mjcf` does) and each collision
-        geom (``contype`` or ``conaffinity`` non-zero) on a moving body becomes points on
+        geom (``contype`` or ``conaffinity`` non-zero, or named in a ``<contact><pair>``)
+        on a moving body becomes points on
         that body, in its MuJoCo body frame (which is the frame of the jaxrbd body of the
         same name, bodies welded by fixed joints included):
 
@@ -293,6 +294,7 @@ class ContactPoints(eqx.Module):
             except (KeyError, ValueError):
                 raise ValueError(f"MJCF body {b!r} is not a body of the model") from None
 
+        paired = set(np.asarray(m.pair_geom1).tolist()) | set(np.asarray(m.pair_geom2).tolist())
         items, names = [], []
         for g in range(m.ngeom):
             gname, bname = geom_names[g], body_names[int(m.geom_bodyid[g])]
@@ -307,7 +309,7 @@ class ContactPoints(eqx.Module):
             elif callable(geoms):
                 if not geoms(m, g):
                     continue
-            elif not (m.geom_contype[g] or m.geom_conaffinity[g]):
+            elif not (m.geom_contype[g] or m.geom_conaffinity[g] or g in paired):
                 continue
             if int(m.geom_type[g]) not in kinds or (bodies is not None and bname not in bodies):
                 continue

@@ -104,3 +104,15 @@ def test_toy_stands_on_its_mjcf_feet(toy):
     # tolerance; the settled stance must not
     assert bool(info.converged[-100:].all())
     assert float(jnp.linalg.norm(qs[-1, :2] - q0[:2])) < 1e-3
+
+
+def test_contact_pairs_make_geoms_collidable():
+    xml = """<mujoco><worldbody>
+      <geom name="floor" type="plane" size="1 1 0.1" contype="0" conaffinity="0"/>
+      <body name="b"><freejoint/>
+        <geom name="s" size="0.1" contype="0" conaffinity="0"/>
+        <geom name="t" size="0.1" pos="1 0 0" contype="0" conaffinity="0"/>
+      </body></worldbody>
+      <contact><pair geom1="s" geom2="floor"/></contact></mujoco>"""
+    model = jaxrbd.load_mjcf(xml)
+    assert jaxrbd.ground.ContactPoints.from_mjcf(model, xml).names == ("s",)
