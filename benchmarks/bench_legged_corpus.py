@@ -13,7 +13,8 @@ Scene rules (the same for both simulators):
   collision, no mass: Menagerie's visual classes have ``density="0"`` and the bodies carry
   explicit inertials); a robot that loses a collision geom this way is skipped.
 - **Feet**: the robot's collision geoms become points (`ContactPoints.from_mjcf`: spheres,
-  capsule end caps, box corners, cylinder rims, mesh vertices); the feet are the points
+  capsule end caps, box corners, cylinder rims; mesh vertices only for the robots in
+  ``MESH_FEET``, whose feet are meshes); the feet are the points
   whose lowest surface point is within ``--band`` (2 cm) of the lowest one at the pose.
   The base is then lowered or raised so that the lowest point touches the ground
   (``z = 0``). In MuJoCo only the geoms these points come from collide, with the floor.
@@ -92,6 +93,11 @@ ROBOTS = [
 ]
 
 
+#: Robots whose feet are meshes: their mesh vertices become points. Elsewhere meshes are
+#: left out: the vertices of a shin mesh near the ground would add hundreds of points.
+MESH_FEET = {"Barkour v0", "Barkour vB"}
+
+
 class Skip(Exception):
     """A robot the corpus cannot run, with the reason."""
 
@@ -141,7 +147,7 @@ def scene(root, label, directory, fname, key):
         warnings.simplefilter("ignore")
         model = jaxrbd.load_mjcf(m)
     try:
-        pts = jaxrbd.ground.ContactPoints.from_mjcf(model, m, meshes=True)
+        pts = jaxrbd.ground.ContactPoints.from_mjcf(model, m, meshes=label in MESH_FEET)
     except ValueError as e:
         raise Skip(str(e)) from None
     world = np.asarray(jaxrbd.point_position(model, jnp.asarray(qref), list(pts.bodies),
