@@ -23,9 +23,8 @@ Scene rules (the same for both simulators):
   loss, springs, gravity compensation and actuators are switched off: jaxrbd's step has
   none of them, and the PD torques go in through ``qfrc_applied``.
 - **PD**: ``tau_i = kp_i (q_ref - q)_i - kd_i qd_i`` on every joint but the free one, with
-  ``kp_i = H_ii w^2``, ``kd_i = 2 H_ii w`` (``H`` the mass matrix at the pose, armature
-  included; ``w = 2 pi 20 Hz``): critically damped, and stable at 1 ms for the lightest
-  joint.
+  ``kp_i = m_i w^2``, ``kd_i = 2 m_i w``, ``m_i = 1 / (H^-1)_ii`` the joint's apparent
+  inertia (``H`` the mass matrix at the pose, armature included; ``w = 2 pi 20 Hz``).
 - Robots with closed kinematic loops (``connect``/``weld`` equality constraints that
   carry the legs: Cassie) do not apply (`ground.step` has no loop constraints); neither
   do robots without a free joint.
@@ -165,7 +164,9 @@ def scene(root, label, directory, fname, key):
 
 def gains(model, qref):
     H = np.asarray(jaxrbd.mass_matrix(model, jnp.asarray(qref)))
-    h = np.diag(H)[6:]
+    # the joint's apparent inertia 1 / (H^-1)_ii, not H_ii: on coupled chains (two-axis
+    # ankles, wrists) H_ii is up to 17x larger and H_ii-scaled gains are unstable at 1 ms
+    h = 1.0 / np.diag(np.linalg.inv(H))[6:]
     return h * W * W, 2 * h * W
 
 
@@ -364,7 +365,8 @@ def main():
             print(f"  skipped: {e}", flush=True)
             skipped.append(dict(robot=entry[0], reason=str(e)))
         cm.write_json(out, rows, meta, skipped=skipped, seconds=ARGS.seconds, dt=DT,
-                      friction=MU, band_m=ARGS.band, pd_hz=W / (2 * np.pi))
+                      friction=MU, band_m=ARGS.band, pd_hz=W / (2 * np.pi),
+                      pd_gains="1/(H^-1)_ii")
 
     report(rows, skipped)
     print("wrote", out)
