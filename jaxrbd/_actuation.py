@@ -71,13 +71,19 @@ class Actuators(eqx.Module):
             force (MuJoCo's joint ``actuatorfrcrange``).
         tendon_force_lower, tendon_force_upper: `(ntendon,)` limits of the total actuator
             force on each fixed tendon (MuJoCo's tendon ``actuatorfrcrange``).
+        gravity_compensation: `(ngravcomp,)` MuJoCo's ``gravcomp`` of the bodies
+            ``gravity_compensation_bodies``; on the DoFs ``gravity_compensation_dofs``
+            (joints with ``actuatorgravcomp="true"``) their gravity compensation is part
+            of the actuator forces (before the joints' actuator-force ranges), as in
+            MuJoCo.
 
     Static structure: ``names``, ``mapped``, ``ctrl_index`` (the entry of ``ctrl`` each
     actuator reads), ``dynamics`` (``"none"``, ``"integrator"``, ``"filter"``,
     ``"filterexact"``), ``act_index`` (-1 without a state), ``actearly``, ``tendon`` (index
     into the tendon ranges, -1 if none), ``scalar_q``/``scalar_v`` (the hinge and slide
     coordinates), ``ball``/``free`` (``(actuator, q start, v start, in parent frame)``),
-    ``nq``, ``nv``, ``nctrl``, ``na``.
+    ``nq``, ``nv``, ``nctrl``, ``na``, ``gravity_compensation_bodies`` (jaxrbd body names)
+    and ``gravity_compensation_dofs``.
     """
 
     gear: Float[Array, "nu 6"]
@@ -96,6 +102,7 @@ class Actuators(eqx.Module):
     dof_force_upper: Float[Array, "nv"]
     tendon_force_lower: Float[Array, "ntendon"]
     tendon_force_upper: Float[Array, "ntendon"]
+    gravity_compensation: Float[Array, "ngravcomp"]
     # ---- structure (static) ----
     names: tuple[str, ...] = eqx.field(static=True)
     mapped: tuple[bool, ...] = eqx.field(static=True)
@@ -112,6 +119,8 @@ class Actuators(eqx.Module):
     nv: int = eqx.field(static=True)
     nctrl: int = eqx.field(static=True)
     na: int = eqx.field(static=True)
+    gravity_compensation_bodies: tuple[str, ...] = eqx.field(static=True, default=())
+    gravity_compensation_dofs: tuple[int, ...] = eqx.field(static=True, default=())
 
     def __check_init__(self):
         nu = len(self.names)
@@ -129,6 +138,10 @@ class Actuators(eqx.Module):
             if len(getattr(self, field)) != nu:
                 raise ValueError(f"Actuators.{field} has {len(getattr(self, field))} entries, "
                                  f"expected {nu} (one per actuator)")
+        nt = self.tendon_force_lower.shape[-1]
+        if self.tendon_force_upper.shape[-1] != nt or max(self.tendon, default=-1) >= nt:
+            raise ValueError(f"Actuators: tendon indices {self.tendon} do not match the {nt} "
+                             "tendon force ranges")
         bad = [d for d in self.dynamics if d not in _DYNAMICS]
         if bad:
             raise ValueError(f"Actuators: unknown dynamics {bad[0]!r}, expected one of {_DYNAMICS}")
@@ -300,13 +313,33 @@ def actuation(
         scale = jnp.where(total < lo, lo / safe, jnp.where(total > hi, hi / safe, 1.0))
         force = force * jnp.where(on, jnp.concatenate([scale, jnp.ones(1, dtype)])[seg], 1.0)
     force = jnp.clip(force, acts.force_lower.astype(dtype), acts.force_upper.astype(dtype))
-    tau = jnp.clip(M.T @ force, acts.dof_force_lower.astype(dtype),
-                   acts.dof_force_upper.astype(dtype))
+    tau = M.T @ force
+    if acts.gravity_compensation_dofs:
+        tau = tau + _gravity_compensation(base, q, acts)
+    tau = jnp.clip(tau, acts.dof_force_lower.astype(dtype), acts.dof_force_upper.astype(dtype))
     if is_coupled(model):
         from ._coupling import reduce_forces
 
         return reduce_forces(model, tau)
     return tau
+
+
+def _gravity_compensation(base, q, acts: Actuators):
+    """MuJoCo's actuator-level gravity compensation: ``Jᵀ f`` of the forces
+    ``-gravcomp · m · g`` at the bodies' centres of mass, on the joints that take it as an
+    actuator force (``actuatorgravcomp``), zero elsewhere."""
+    from ._rnea import inverse_dynamics
+    from .io._mjcf_convert import gravity_compensation_f_ext
+
+    ids = np.array([base.body_id(b) for b in acts.gravity_compensation_bodies], np.int64)
+    k = acts.gravity_compensation.astype(base.dtype)
+    f_ext = gravity_compensation_f_ext(base, q, ids, k)
+    zero = jnp.zeros(base.nv, base.dtype)
+    # Jᵀ f = ID(q, 0, 0) - ID(q, 0, 0, f): the gravity terms cancel
+    jf = inverse_dynamics(base, q, zero, zero) - inverse_dynamics(base, q, zero, zero, f_ext)
+    mask = np.zeros(base.nv, bool)
+    mask[list(acts.gravity_compensation_dofs)] = True
+    return jnp.where(mask, jf, 0.0)
 
 
 def activation_rate(
@@ -342,7 +375,9 @@ def activation_rate(
     act = check_vector("act", act, actuators.na, "actuators.na", dtype)
     idx = np.asarray(actuators.act_index, np.int64)
     stateful = idx >= 0
-    c, _ = _inputs(actuators, ctrl, act, dtype) if stateful.any() else (ctrl, None)
+    if not stateful.any():
+        return jnp.zeros(actuators.na, dtype)
+    c, _ = _inputs(actuators, ctrl, act, dtype)
     a = act[np.where(stateful, idx, 0)]
     rate = _activation_rate(actuators, c, a, dtype)
     return jnp.zeros(actuators.na, dtype).at[idx[stateful]].set(rate[stateful])

@@ -97,6 +97,8 @@ def test_actuation_equals_mujoco(compared):
     on the independent tree exactly, on the coupled model as ``Aᵀ qfrc_actuator``."""
     S, info = compared["S"], compared["info"]
     assert all(info.actuators.mapped) and info.actuators.nu == compared["m"].nu
+    # h1 takes the gravity compensation of body b as an actuator force (actuatorgravcomp)
+    assert info.actuators.gravity_compensation_dofs == (compared["full"].v_index("h1").start,)
     assert np.abs(S["qfrc"]).max() > 1.0
     scale = max(1.0, np.abs(S["qfrc"]).max())
     np.testing.assert_allclose(compared["independent"], S["qfrc"], rtol=0, atol=TOL * scale)

@@ -464,7 +464,7 @@ def _map(m, inertia_check, joint_equalities="couple"):
     _report(m, body_names, joint_names, unmapped, off)
     actuators = mjcf_actuators(
         mujoco, m, _unique([n or f"actuator{i}" for i, n in enumerate(_names(m, "actuator", int(m.nu)))]),
-        unmapped,
+        unmapped, body_names,
     )
     gravcomp = {body_names[i]: float(m.body_gravcomp[i]) for i in range(nbody) if m.body_gravcomp[i] != 0}
     if gravcomp:

@@ -22,7 +22,8 @@ def _enum_names(enum, prefix):
     return {int(v): k[len(prefix):].lower() for k, v in enum.__members__.items()}
 
 
-def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]]) -> Actuators | None:
+def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]],
+                   body_names: list[str] | None = None) -> Actuators | None:
     """The `Actuators` of a compiled model (``None`` without actuators); what it cannot
     represent is added to ``unmapped`` under a heading that says why."""
     nu, nv = int(m.nu), int(m.nv)
@@ -63,7 +64,7 @@ def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]]) 
             else:  # a fixed tendon: length = Σ coef q over scalar joints
                 for k in range(adr, adr + num):
                     T[i, int(m.jnt_dofadr[int(m.wrap_objid[k])])] += float(m.wrap_prm[k])
-                if m.tendon_actfrclimited[tid]:
+                if getattr(m, "tendon_actfrclimited", np.zeros(m.ntendon))[tid]:
                     tendon[i] = tendons.setdefault(tid, len(tendons))
         else:
             drop(i, f"{trn_name.get(trn, trn)} transmission")
@@ -115,7 +116,7 @@ def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]]) 
     alim = np.asarray(m.actuator_actlimited, bool)
     dlo, dhi = np.full(nv, -np.inf), np.full(nv, np.inf)
     for j in range(int(m.njnt)):
-        if not m.jnt_actfrclimited[j]:
+        if not getattr(m, "jnt_actfrclimited", np.zeros(m.njnt))[j]:
             continue
         if int(m.jnt_type[j]) == _FREE:
             # MuJoCo clamps the first DoF of the joint, the world-x force: no jaxrbd DoF.
@@ -124,9 +125,11 @@ def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]]) 
             continue
         # as MuJoCo: the joint's first DoF only
         dlo[int(m.jnt_dofadr[j])], dhi[int(m.jnt_dofadr[j])] = m.jnt_actfrcrange[j]
-    if np.any(np.asarray(m.jnt_actgravcomp)):
-        unmapped["actuator-level gravity compensation (actuatorgravcomp, not applied)"] = [
-            _joint_name(mujoco, m, j) for j in range(int(m.njnt)) if m.jnt_actgravcomp[j]]
+    gc_dofs: list[int] = []
+    for j in np.flatnonzero(np.asarray(getattr(m, "jnt_actgravcomp", np.zeros(m.njnt)))):
+        n = {_FREE: 6, _BALL: 3}.get(int(m.jnt_type[j]), 1)
+        gc_dofs.extend(range(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + n))
+    gc_bodies = [i for i in range(1, int(m.nbody)) if m.body_gravcomp[i] != 0] if gc_dofs else []
     tids = sorted(tendons, key=tendons.get)
     actadr, actnum = np.asarray(m.actuator_actadr), np.asarray(m.actuator_actnum)
     act_index = tuple(int(actadr[i] + actnum[i] - 1) if actadr[i] >= 0 else -1 for i in range(nu))
@@ -169,6 +172,9 @@ def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]]) 
         nv=nv,
         nctrl=nu,
         na=int(m.na),
+        gravity_compensation=arr([m.body_gravcomp[i] for i in gc_bodies]),
+        gravity_compensation_bodies=tuple(body_names[i] for i in gc_bodies),
+        gravity_compensation_dofs=tuple(gc_dofs),
     )
 
 

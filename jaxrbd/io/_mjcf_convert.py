@@ -53,11 +53,17 @@ def gravity_compensation_forces(
         >>> f[3, 3:].tolist()   # the weight of body_3 (0.1 kg), cancelled
         [0.0, 0.0, 0.981]
     """
-    from .._kinematics import forward_kinematics
-
     q = check_vector("q", q, model.nq, "model.nq", model.dtype)
     ids = np.array([model.body_id(name) for name in factors], dtype=np.int64)
     k = jnp.asarray([float(v) for v in factors.values()], model.dtype)
+    return gravity_compensation_f_ext(model, q, ids, k)
+
+
+def gravity_compensation_f_ext(model: Model, q, ids: np.ndarray, k):
+    """`gravity_compensation_forces` for static body ids ``ids`` and factors ``k`` (an
+    array, so that `jax.grad` reaches them)."""
+    from .._kinematics import forward_kinematics
+
     R, p = forward_kinematics(model, q)
     mass = model.inertia[ids, 0]
     com = model.inertia[ids, 1:4] / jnp.where(mass > 0, mass, 1.0)[:, None]
