@@ -23,7 +23,9 @@ For each actuator ``i`` (MuJoCo's ``mj_transmission`` and ``mj_fwdActuation``):
 Transmissions: hinge and slide joints (``l = gear q``, ``m = gear e_dof``), ball joints
 (``l = gear · log(quat)``, ``m = gear`` on the three DoFs, or ``Rᵀ gear`` for
 ``jointinparent``), free joints (``l = 0``; the force ``gear[:3]`` in world axes and the
-torque ``gear[3:]`` in body axes) and fixed tendons (``l = gear Σ c_k q_k``). Every quantity
+torque ``gear[3:]`` in body axes), fixed tendons (``l = gear Σ c_k q_k``) and sites without
+a reference site (``l = 0``; the wrench ``gear`` in site axes, ``m = J_siteᵀ gear``:
+propellers, thrusters). Every quantity
 is an array leaf, so `jax.grad` reaches gains, gears and ranges, and `jax.vmap` batches
 states and actuator sets.
 """
@@ -52,9 +54,9 @@ class Actuators(eqx.Module):
     Built by `jaxrbd.io.load_mjcf` (``info.actuators``); its rows follow MuJoCo's actuator
     order and ``ctrl``/``act`` are MuJoCo's ``ctrl``/``act``. The DoF indices are those of
     the *full* tree (`CoupledModel.base` for a coupled model). Actuators MuJoCo has but this
-    model does not represent (tendon, site, body or slider-crank transmissions on spatial
-    paths, muscles, plugins) have ``mapped[i] == False`` and apply no force; the loader
-    names them in its warning.
+    model does not represent (spatial tendons, body or slider-crank transmissions, sites
+    with a reference site, muscles, plugins) have ``mapped[i] == False`` and apply no force;
+    the loader names them in its warning.
 
     Leaves:
         gear: `(nu, 6)` MuJoCo's ``gear`` (only ``gear[:, 0]`` for scalar transmissions).
@@ -82,6 +84,7 @@ class Actuators(eqx.Module):
     ``"filterexact"``), ``act_index`` (-1 without a state), ``actearly``, ``tendon`` (index
     into the tendon ranges, -1 if none), ``scalar_q``/``scalar_v`` (the hinge and slide
     coordinates), ``ball``/``free`` (``(actuator, q start, v start, in parent frame)``),
+    ``site`` (``(actuator, jaxrbd body name of the site)``),
     ``nq``, ``nv``, ``nctrl``, ``na``, ``gravity_compensation_bodies`` (jaxrbd body names)
     and ``gravity_compensation_dofs``.
     """
@@ -119,6 +122,7 @@ class Actuators(eqx.Module):
     nv: int = eqx.field(static=True)
     nctrl: int = eqx.field(static=True)
     na: int = eqx.field(static=True)
+    site: tuple[tuple[int, str], ...] = eqx.field(static=True, default=())
     gravity_compensation_bodies: tuple[str, ...] = eqx.field(static=True, default=())
     gravity_compensation_dofs: tuple[int, ...] = eqx.field(static=True, default=())
 
@@ -152,7 +156,7 @@ class Actuators(eqx.Module):
         return len(self.names)
 
 
-def _moment_and_length(acts: Actuators, q, dtype):
+def _moment_and_length(acts: Actuators, base, q, dtype):
     """``(nu, nv)`` moment matrix in jaxrbd's coordinates and ``(nu,)`` lengths at ``q``."""
     gear = acts.gear.astype(dtype)
     T = acts.transmission.astype(dtype)
@@ -178,6 +182,17 @@ def _moment_and_length(acts: Actuators, q, dtype):
         # MuJoCo's force gear[:3] acts along world axes: Rᵀ of it in body coordinates.
         force = jnp.einsum("kji,kj->ki", R, gear[u, :3])
         M = M.at[u[:, None], vs[:, None] + np.arange(6)].set(jnp.concatenate([torque, force], 1))
+        length = length.at[u].set(0.0)
+    if acts.site:
+        from ._kinematics import body_jacobians
+
+        # MuJoCo's wrench (gear[:3] force, gear[3:] torque, in site axes) at the site:
+        # the moment arm is J_siteᵀ [torque; force] with J in site coordinates.
+        u = np.array([a for a, _ in acts.site])
+        ids = np.array([base.body_id(name) for _, name in acts.site])
+        J = body_jacobians(base, q, frame="body")[ids]
+        wrench = jnp.concatenate([gear[u, 3:], gear[u, :3]], axis=1)
+        M = M.at[u].set(jnp.einsum("kj,kjn->kn", wrench, J))
         length = length.at[u].set(0.0)
     return M, length
 
@@ -294,7 +309,7 @@ def actuation(
                 f"(MuJoCo's d.act, ({acts.na},)): {', '.join(stateful)}"
             )
         act = check_vector("act", act, acts.na, "actuators.na", dtype)
-    M, length = _moment_and_length(acts, q, dtype)
+    M, length = _moment_and_length(acts, base, q, dtype)
     velocity = M @ qd
     _, x = _inputs(acts, ctrl, act, dtype)
     g, b = acts.gain.astype(dtype), acts.bias.astype(dtype)

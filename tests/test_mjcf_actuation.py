@@ -193,7 +193,7 @@ UNMAPPED = """
     <fixed name="springy" stiffness="5"><joint joint="h1" coef="1"/><joint joint="h2" coef="1"/></fixed>
   </tendon>
   <actuator>
-    <motor name="on_site" site="s2" gear="0 0 1 0 0 0"/>
+    <motor name="on_site" site="s2" refsite="s1" gear="0 0 1 0 0 0"/>
     <motor name="on_cable" tendon="cable"/>
     <muscle name="muscle" joint="h2" lengthrange="-1 1"/>
     <position name="ball_position" joint="bj" kp="2"/>
@@ -204,7 +204,7 @@ UNMAPPED = """
 
 def test_what_is_not_mapped_is_named():
     text = _warning_text(UNMAPPED)
-    for needle in ("site transmission): on_site", "spatial tendon transmission): on_cable",
+    for needle in ("site transmission with a reference site): on_site", "spatial tendon transmission): on_cable",
                    "(muscle activation dynamics, muscle gain, muscle bias): muscle", "ball joint with a force depending on its angle): ball_position",
                    "nonlinear polynomial: nonlinear", "lock a joint (no joint2): lock",
                    "a joint coupled twice, or a cycle): second", "spatial tendons: cable",

@@ -145,7 +145,7 @@ def load_mjcf(
       equality softly, by its constraint solver). ``joint_equalities="independent"``
       keeps every joint independent and names the equalities in the warning.
     - **Actuators** with joint transmissions (hinge, slide, ball, free; ``joint`` and
-      ``jointinparent``) or on fixed tendons, gain ``fixed``/``affine``, bias
+      ``jointinparent``), on fixed tendons or on sites (without ``refsite``), gain ``fixed``/``affine``, bias
       ``none``/``affine`` (``motor``, ``position``, ``velocity``, ``general``, and with
       an activation state ``intvelocity``, ``integrator`` and filters), with ``gear``,
       control, force, activation and joint/tendon actuator-force ranges, become
@@ -156,8 +156,8 @@ def load_mjcf(
       applies; ``<flag gravity="disable">`` zero gravity.
 
     Not mapped, and named in one warning (and in ``info.unmapped``): actuators with
-    other transmissions (site, body, slider-crank, spatial tendon), muscles, plugins or
-    delays; spatial tendons, and the springs, dampers, friction and limits of fixed
+    other transmissions (body, slider-crank, spatial tendon, site with ``refsite``),
+    muscles, plugins or delays; spatial tendons, and the springs, dampers, friction and limits of fixed
     tendons; sensors; equality constraints of other kinds, inactive at ``qpos0``, or
     joint equalities that are nonlinear, lock a joint or repeat a coupling; fluid forces
     (``density``/``viscosity`` in ``<option>``); gravity compensation (``gravcomp``, a
@@ -464,7 +464,7 @@ def _map(m, inertia_check, joint_equalities="couple"):
     _report(m, body_names, joint_names, unmapped, off)
     actuators = mjcf_actuators(
         mujoco, m, _unique([n or f"actuator{i}" for i, n in enumerate(_names(m, "actuator", int(m.nu)))]),
-        unmapped, body_names,
+        unmapped, body_names, [sites[site_names[k] or f"site{k}"] for k in range(int(m.nsite))],
     )
     gravcomp = {body_names[i]: float(m.body_gravcomp[i]) for i in range(nbody) if m.body_gravcomp[i] != 0}
     if gravcomp:

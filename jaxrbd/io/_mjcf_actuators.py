@@ -11,7 +11,7 @@ from .._actuation import Actuators
 __all__ = ["joint_couplings", "mjcf_actuators"]
 
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
-_TRN_JOINT, _TRN_JOINTINPARENT, _TRN_TENDON = 0, 1, 3
+_TRN_JOINT, _TRN_JOINTINPARENT, _TRN_TENDON, _TRN_SITE = 0, 1, 3, 4
 _WRAP_JOINT = 1
 _DYNAMICS = {0: "none", 1: "integrator", 2: "filter", 3: "filterexact"}
 _GAIN_FIXED, _GAIN_AFFINE = 0, 1
@@ -23,7 +23,7 @@ def _enum_names(enum, prefix):
 
 
 def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]],
-                   body_names: list[str] | None = None) -> Actuators | None:
+                   body_names: list[str], site_bodies: list[str]) -> Actuators | None:
     """The `Actuators` of a compiled model (``None`` without actuators); what it cannot
     represent is added to ``unmapped`` under a heading that says why."""
     nu, nv = int(m.nu), int(m.nv)
@@ -38,7 +38,7 @@ def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]],
     T = np.zeros((nu, nv))
     gain, bias = np.zeros((nu, 3)), np.zeros((nu, 3))
     mapped = [True] * nu
-    ball, free = [], []
+    ball, free, site = [], [], []
     tendons: dict[int, int] = {}  # MuJoCo tendon id -> index into the tendon ranges
     tendon = [-1] * nu
     dynamics = ["none"] * nu
@@ -66,6 +66,10 @@ def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]],
                     T[i, int(m.jnt_dofadr[int(m.wrap_objid[k])])] += float(m.wrap_prm[k])
                 if getattr(m, "tendon_actfrclimited", np.zeros(m.ntendon))[tid]:
                     tendon[i] = tendons.setdefault(tid, len(tendons))
+        elif trn == _TRN_SITE and int(m.actuator_trnid[i, 1]) < 0:
+            site.append((i, site_bodies[tid]))
+        elif trn == _TRN_SITE:
+            drop(i, "site transmission with a reference site")
         else:
             drop(i, f"{trn_name.get(trn, trn)} transmission")
         dyn, gt, bt = int(m.actuator_dyntype[i]), int(m.actuator_gaintype[i]), int(m.actuator_biastype[i])
@@ -168,6 +172,7 @@ def mjcf_actuators(mujoco, m, names: list[str], unmapped: dict[str, list[str]],
         scalar_v=tuple(int(m.jnt_dofadr[j]) for j in scalar),
         ball=tuple(ball),
         free=tuple(free),
+        site=tuple(site),
         nq=int(m.nq),
         nv=nv,
         nctrl=nu,
