@@ -468,7 +468,11 @@ def _map(m, inertia_check, joint_equalities="couple"):
     )
     gravcomp = {body_names[i]: float(m.body_gravcomp[i]) for i in range(nbody) if m.body_gravcomp[i] != 0}
     if gravcomp:
-        unmapped["gravity compensation (gravcomp, not applied)"] = [
+        on_joints = actuators is not None and actuators.gravity_compensation_dofs
+        what = ("gravity compensation (gravcomp, not applied; on joints with actuatorgravcomp "
+                "it is part of jaxrbd.actuation)" if on_joints
+                else "gravity compensation (gravcomp, not applied)")
+        unmapped[what] = [
             f"{k} ({v:g})" for k, v in gravcomp.items()
         ]
     key_names = _names(m, "key", int(m.nkey))
