@@ -132,6 +132,8 @@ def test_joint_equality_is_an_exact_coupling(compared):
     assert compared["info"].couplings["follower"][:2] == ("h1", -0.5)
     assert S["eq_pos"].shape == (len(S["q"]), 1)
     np.testing.assert_allclose(S["eq_pos"], 0.0, atol=1e-14)
+    with pytest.raises(TypeError, match="pass model.base"):  # MuJoCo's vectors: full tree
+        jio.qvel_to_v(cm, S["qf"][0], S["qvel"][0])
 
 
 def test_actuation_gradients_and_errors(compared):

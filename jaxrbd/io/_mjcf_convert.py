@@ -11,7 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._core.checks import check_vector
-from .._model import Model
+from .._model import Model, is_coupled
 
 __all__ = [
     "gravity_compensation_forces",
@@ -76,6 +76,17 @@ def gravity_compensation_f_ext(model: Model, q, ids: np.ndarray, k):
 # ---------------------------------------------------------------- coordinate converters
 
 
+def _tree(model, fn: str) -> Model:
+    """The model itself; a `CoupledModel` is refused: MuJoCo's vectors are those of the
+    full tree, so the converters take ``model.base``."""
+    if is_coupled(model):
+        raise TypeError(
+            f"{fn}: MuJoCo's qpos/qvel/qacc/qfrc are those of the full tree; pass model.base "
+            "of this CoupledModel (whose q is MuJoCo's qpos)"
+        )
+    return model
+
+
 def _free_blocks(model: Model):
     """Static ``(q_start, v_start)`` index arrays of the model's free joints."""
     idx = [b for b, k in enumerate(model.joint_kind) if k == "free"]
@@ -121,6 +132,7 @@ def qpos_to_q(model: Model, qpos: Float[Array, "nq"]) -> Float[Array, "nq"]:
         >>> jaxrbd.io.qpos_to_q(model, jnp.zeros(model.nq)).shape
         (9,)
     """
+    model = _tree(model, "qpos_to_q")
     return check_vector("qpos", qpos, model.nq, "model.nq", model.dtype)
 
 
@@ -131,6 +143,7 @@ def q_to_qpos(model: Model, q: Float[Array, "nq"]) -> Float[Array, "nq"]:
         >>> jaxrbd.io.q_to_qpos(model, jnp.zeros(model.nq)).shape
         (9,)
     """
+    model = _tree(model, "q_to_qpos")
     return check_vector("q", q, model.nq, "model.nq", model.dtype)
 
 
@@ -184,6 +197,7 @@ def qacc_to_qdd(
         >>> jaxrbd.io.qacc_to_qdd(model, jnp.zeros(model.nq), z, z).shape
         (9,)
     """
+    model = _tree(model, "qacc_to_qdd")
     qpos = check_vector("qpos", qpos, model.nq, "model.nq", model.dtype)
     qvel = check_vector("qvel", qvel, model.nv, "model.nv", model.dtype)
     qacc = check_vector("qacc", qacc, model.nv, "model.nv", model.dtype)
@@ -204,6 +218,7 @@ def qdd_to_qacc(
         >>> jaxrbd.io.qdd_to_qacc(model, jnp.zeros(model.nq), z, z).shape
         (9,)
     """
+    model = _tree(model, "qdd_to_qacc")
     q = check_vector("q", q, model.nq, "model.nq", model.dtype)
     v = check_vector("v", v, model.nv, "model.nv", model.dtype)
     qdd = check_vector("qdd", qdd, model.nv, "model.nv", model.dtype)
@@ -240,6 +255,7 @@ def tau_to_qfrc(model: Model, q: Float[Array, "nq"], tau: Float[Array, "nv"]) ->
 def _swap(model, q, x, names, to_jaxrbd):
     """Velocities and forces share one map at a free joint: MuJoCo's
     ``[linear (world); angular (body)]`` <-> jaxrbd's ``[angular; Rᵀ linear]``."""
+    model = _tree(model, "converting MuJoCo's coordinates")
     q = check_vector(names[0], q, model.nq, "model.nq", model.dtype)
     x = check_vector(names[1], x, model.nv, "model.nv", model.dtype)
     R, idx, f = _free_terms(model, q, x)
