@@ -335,6 +335,11 @@ def test_allow_external_files_false_refuses_files_outside(folders):
         with pytest.raises(ValueError, match="allow_external_files=False") as e:
             jio.load_mjcf(src, allow_external_files=False)
         assert CANARY not in str(e.value), what
+    given = {"part.xml": f'<mujoco><include file="{canary}"/></mujoco>'.encode()}
+    with pytest.raises(ValueError, match="allow_external_files=False") as e:
+        jio.load_mjcf('<mujoco><include file="part.xml"/></mujoco>', assets=given,
+                      allow_external_files=False)
+    assert CANARY not in str(e.value)
     with pytest.raises(ValueError, match="not an MjSpec or MjModel"):
         jio.load_mjcf(mujoco.MjSpec.from_string(_with("")), allow_external_files=False)
 

@@ -105,7 +105,11 @@ def check_files(text: str | None, path: str | None, assets: dict | None) -> None
                     full = os.path.join(prefix, value) if prefix and not os.path.isabs(value) else value
                 if not (allowed(full) or value in given):
                     refuse(tag, attr, value, where)
-                if tag == "include" and value not in given and folder is not None:
+                if tag == "include" and value in given and value not in seen:
+                    seen.add(value)  # an included file given as an asset is checked too
+                    content, _ = source_text(bytes(assets[value]))
+                    scan(_parse(content, repr(value)), repr(value), dirs)
+                elif tag == "include" and folder is not None:
                     target = os.path.realpath(os.path.join(folder, value))
                     if target not in seen and os.path.isfile(target):
                         seen.add(target)
