@@ -326,8 +326,11 @@ def actuation(
         lo, hi = acts.tendon_force_lower.astype(dtype), acts.tendon_force_upper.astype(dtype)
         safe = jnp.where(total == 0, 1.0, total)
         scale = jnp.where(total < lo, lo / safe, jnp.where(total > hi, hi / safe, 1.0))
+        scale = jnp.where(total == 0, 1.0, scale)  # as MuJoCo: a zero total is left alone
         force = force * jnp.where(on, jnp.concatenate([scale, jnp.ones(1, dtype)])[seg], 1.0)
     force = jnp.clip(force, acts.force_lower.astype(dtype), acts.force_upper.astype(dtype))
+    # an actuator that is not mapped applies no force, whatever its force range
+    force = jnp.where(np.asarray(acts.mapped, bool), force, 0.0)
     tau = M.T @ force
     if acts.gravity_compensation_dofs:
         tau = tau + _gravity_compensation(base, q, acts)
