@@ -157,8 +157,8 @@ def load_mjcf(
 
     Not mapped, and named in one warning (and in ``info.unmapped``): actuators with
     other transmissions (body, slider-crank, spatial tendon, site with ``refsite``),
-    muscles, plugins or delays; spatial tendons, and the springs, dampers, friction and limits of fixed
-    tendons; sensors; equality constraints of other kinds, inactive at ``qpos0``, or
+    muscles, plugins or delays; spatial tendons, and the springs, dampers, friction and
+    limits of fixed tendons; sensors; equality constraints of other kinds, inactive at ``qpos0``, or
     joint equalities that are nonlinear, lock a joint or repeat a coupling; fluid forces
     (``density``/``viscosity`` in ``<option>``); gravity compensation (``gravcomp``, a
     passive force MuJoCo applies at the body's centre of mass;
