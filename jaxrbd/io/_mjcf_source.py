@@ -11,10 +11,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from ._source import is_xml_text, strip_bom
+
 __all__ = ["check_files", "check_spec_masses", "relay_mujoco_warnings", "source_text"]
-
-_BOM = "\ufeff"
-
 
 def source_text(src) -> tuple[str, bool]:
     """``(text or path, is_xml)`` of a `str`, `bytes` or `os.PathLike` source.
@@ -32,8 +31,7 @@ def source_text(src) -> tuple[str, bool]:
             ) from None
         return text, True
     if isinstance(src, str):
-        body = src.lstrip().removeprefix(_BOM).lstrip()
-        return (body, True) if body.startswith("<") else (src, False)
+        return (strip_bom(src).lstrip(), True) if is_xml_text(src) else (src, False)
     if isinstance(src, os.PathLike):
         return os.fspath(src), False
     raise TypeError(
