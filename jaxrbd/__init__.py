@@ -85,6 +85,10 @@ from ._forces import passive_forces as passive_forces
 from ._forces import PointToPointSpringDamper as PointToPointSpringDamper
 from ._forces import SpringDamperDrive as SpringDamperDrive
 from ._forces import UserForce as UserForce
+# -- actuators (MuJoCo's actuation model) --
+from ._actuation import Actuators as Actuators
+from ._actuation import activation_rate as activation_rate
+from ._actuation import actuation as actuation
 from ._forces import elastic_potential_energy as elastic_potential_energy
 from ._forces import generalized_forces as generalized_forces
 # -- hybrid dynamics --
