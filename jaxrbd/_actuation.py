@@ -38,7 +38,10 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._core import rotation as _rotation
-from ._core.checks import check_vector
+from ._core.checks import check_state, check_vector
+from ._coupling import expand_q, expand_v, reduce_forces
+from ._dynamics import inverse_dynamics
+from ._kinematics import body_jacobians
 from ._model import is_coupled
 
 __all__ = ["Actuators", "actuation", "activation_rate"]
@@ -184,8 +187,6 @@ def _moment_and_length(acts: Actuators, base, q, dtype):
         M = M.at[u[:, None], vs[:, None] + np.arange(6)].set(jnp.concatenate([torque, force], 1))
         length = length.at[u].set(0.0)
     if acts.site:
-        from ._kinematics import body_jacobians
-
         # MuJoCo's wrench (gear[:3] force, gear[3:] torque, in site axes) at the site:
         # the moment arm is J_siteᵀ [torque; force] with J in site coordinates.
         u = np.array([a for a, _ in acts.site])
@@ -239,12 +240,8 @@ def _check_sizes(base, acts):
 
 def _full_state(model, q, qd):
     """The full tree's ``q``, ``qd`` (coupled joints expanded) and the base model."""
-    from ._core.checks import check_state
-
     q, qd = check_state(model, q=q, qd=qd)
     if is_coupled(model):
-        from ._coupling import expand_q, expand_v
-
         return model.base, expand_q(model, q), expand_v(model, qd)
     return model, q, qd
 
@@ -336,8 +333,6 @@ def actuation(
         tau = tau + _gravity_compensation(base, q, acts)
     tau = jnp.clip(tau, acts.dof_force_lower.astype(dtype), acts.dof_force_upper.astype(dtype))
     if is_coupled(model):
-        from ._coupling import reduce_forces
-
         return reduce_forces(model, tau)
     return tau
 
@@ -346,7 +341,6 @@ def _gravity_compensation(base, q, acts: Actuators):
     """MuJoCo's actuator-level gravity compensation: ``Jᵀ f`` of the forces
     ``-gravcomp · m · g`` at the bodies' centres of mass, on the joints that take it as an
     actuator force (``actuatorgravcomp``), zero elsewhere."""
-    from ._rnea import inverse_dynamics
     from .io._mjcf_convert import gravity_compensation_f_ext
 
     ids = np.array([base.body_id(b) for b in acts.gravity_compensation_bodies], np.int64)

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from ._body import Body, Transform, check_inertia_option
+from ._body import Body, Transform, check_inertia_option, inertia_inconsistency
+from ._coupling import couple
 from ._model import CoupledModel, Model
-from .joints import JointSpec
+from .joints import JointSpec, fixed
 
 __all__ = ["ModelBuilder", "inertia_vector"]
 
@@ -421,8 +422,6 @@ class ModelBuilder:
 
     def _build_with_rotors(self, dtype, mode):
         """``build`` with the rotors: as coupled bodies, or as armature."""
-        from ._coupling import couple
-
         if mode == "armature":
             extra = {}
             for r in self._rotors:
@@ -545,8 +544,6 @@ class ModelBuilder:
 
 
 def _fixed():
-    from .joints import fixed
-
     return fixed()
 
 
@@ -556,8 +553,6 @@ _QUATERNION_COORDS = {"spherical": slice(0, 4), "free": slice(3, 7)}
 
 def _inconsistency(mass, Ic):
     """The message of a mild inertia inconsistency (severe ones raised already), or None."""
-    from ._body import inertia_inconsistency
-
     why = inertia_inconsistency(mass, Ic)
     return None if why is None else why[0]
 

@@ -40,11 +40,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
-from ._aba import _project, node_armature
+from ._aba import node_armature, project
 from ._core import algebra as al
 from ._core.backend import CHUNK
-from ._core.checks import check_f_ext, check_state, warn_deprecated
+from ._core.checks import check_f_ext, check_state
 from ._core.jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias
 from ._core.native_vmap import blocked, default_chunk, native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, pad, pad_inertia, pad_S, sched
@@ -53,7 +52,6 @@ from ._core.passes import subtree_sums, velocities_accelerations
 from ._core.rows import place_rows, sum_rows
 from ._core.schedule import add, forward_scan, put, scan_schedule, take
 from ._core.topology import Topology, topology
-from ._model import is_coupled
 from ._parameters import regressor_from_motion
 
 __all__ = [
@@ -63,7 +61,6 @@ __all__ = [
     "forward_dynamics_parameter_derivatives",
     "id_derivatives_batched",
     "inverse_dynamics_derivatives",
-    "inverse_dynamics_parameter_derivatives",
     "model_derivatives",
 ]
 
@@ -307,7 +304,7 @@ def _factor(Iw, S0, arm0, s):
     def step(buf, idx, par, x):
         Si, armi = x
         A, Bk, C, _ = unpack(take(buf, idx, once=True))
-        U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None, armi)
+        U, Dinv, _, Ia = project(A, Bk, C, Si, None, None, armi)
         return add(buf, par, pack(*Ia)), (U * Dinv[..., None, :], Dinv)
 
     _, (u, Dinv) = scan_schedule(step, buf, s, (S0, arm0), reverse=True)
@@ -599,8 +596,6 @@ def forward_dynamics_derivatives(model, q, qd, tau, f_ext=None):
         >>> dqdd_dq.shape, bool(jnp.allclose(dqdd_dtau, dqdd_dtau.T))
         ((9, 9), True)
     """
-    if is_coupled(model):
-        return _coupling.forward_dynamics_derivatives(model, q, qd, tau, f_ext)
     with jax.named_scope("jaxrbd.forward_dynamics_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         return _fdd(model, q, qd, tau, check_f_ext(model, f_ext))
@@ -637,24 +632,9 @@ def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None):
         >>> H.shape, bool(jnp.allclose(H, H.T))
         ((9, 9), True)
     """
-    if is_coupled(model):
-        return _coupling.inverse_dynamics_derivatives(model, q, qd, qdd, f_ext)
     with jax.named_scope("jaxrbd.inverse_dynamics_derivatives"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         return _idd(model, q, qd, qdd, check_f_ext(model, f_ext))
-
-
-def inverse_dynamics_parameter_derivatives(model, q, qd, qdd):
-    """Deprecated alias of `jaxrbd.inverse_dynamics_regressor` (the same matrix ``Y``,
-    `(nv, nbodies * 10)`, ``inverse_dynamics == Y @ model.inertia.ravel()``).
-
-    Warns once (`DeprecationWarning`); call `jaxrbd.inverse_dynamics_regressor` instead.
-    """
-    from ._parameters import inverse_dynamics_regressor
-
-    warn_deprecated("jaxrbd.inverse_dynamics_parameter_derivatives",
-                    "jaxrbd.inverse_dynamics_regressor")
-    return inverse_dynamics_regressor(model, q, qd, qdd)
 
 
 def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
@@ -676,8 +656,6 @@ def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
         >>> J.shape
         (9, 40)
     """
-    if is_coupled(model):
-        return _coupling.forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext)
     with jax.named_scope("jaxrbd.forward_dynamics_parameter_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         return _fdp(model, q, qd, tau, check_f_ext(model, f_ext))[0]

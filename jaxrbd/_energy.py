@@ -10,7 +10,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from . import _coupling
 from ._core import algebra as al
 from ._core.checks import check_state
 from ._core.jcalc import node_inertias
@@ -21,7 +20,6 @@ from ._kinematics import _node_jacobian as node_jacobian
 from ._kinematics import _node_poses as node_poses
 from ._kinematics import _node_velocities as node_velocities
 from ._kinematics import run_native
-from ._model import is_coupled
 
 __all__ = [
     "center_of_mass",
@@ -70,8 +68,6 @@ def total_mass(model):
         >>> round(float(jaxrbd.total_mass(model)), 6)
         0.3
     """
-    if is_coupled(model):
-        return _coupling.total_mass(model)
     return jnp.sum(_moving_inertias(model)[:, 0, 0])
 
 
@@ -84,8 +80,6 @@ def center_of_mass(model, q):
         >>> jaxrbd.center_of_mass(model, jnp.zeros(model.nq)).shape
         (3,)
     """
-    if is_coupled(model):
-        return _coupling.center_of_mass(model, q)
     with jax.named_scope("jaxrbd.center_of_mass"):
         (q,) = check_state(model, q=q)
         return run_native(_center_of_mass, model, (q,))
@@ -105,8 +99,6 @@ def centroidal_momentum(model, q, qd):
         >>> bool(jnp.allclose(h, jaxrbd.centroidal_momentum_matrix(model, q) @ qd))
         True
     """
-    if is_coupled(model):
-        return _coupling.centroidal_momentum(model, q, qd)
     with jax.named_scope("jaxrbd.centroidal_momentum"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_centroidal_momentum, model, (q, qd))
@@ -130,8 +122,6 @@ def centroidal_momentum_matrix(model, q):
         >>> jaxrbd.centroidal_momentum_matrix(model, q).shape
         (6, 9)
     """
-    if is_coupled(model):
-        return _coupling.centroidal_momentum_matrix(model, q)
     with jax.named_scope("jaxrbd.centroidal_momentum_matrix"):
         (q,) = check_state(model, q=q)
         return run_native(_centroidal_momentum_matrix, model, (q,))
@@ -155,8 +145,6 @@ def centroidal_momentum_bias(model, q, qd):
         >>> jaxrbd.centroidal_momentum_bias(model, q, qd).shape
         (6,)
     """
-    if is_coupled(model):
-        return _coupling.centroidal_momentum_bias(model, q, qd)
     with jax.named_scope("jaxrbd.centroidal_momentum_bias"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_centroidal_momentum_bias, model, (q, qd))
@@ -181,8 +169,6 @@ def center_of_mass_velocity(model, q, qd):
         >>> bool(jnp.allclose(v, jaxrbd.center_of_mass_jacobian(model, q) @ qd))
         True
     """
-    if is_coupled(model):
-        return _coupling.center_of_mass_velocity(model, q, qd)
     with jax.named_scope("jaxrbd.center_of_mass_velocity"):
         return centroidal_momentum(model, q, qd)[3:] / total_mass(model)
 
@@ -194,8 +180,6 @@ def center_of_mass_jacobian(model, q):
         >>> jaxrbd.center_of_mass_jacobian(model, q).shape
         (3, 9)
     """
-    if is_coupled(model):
-        return _coupling.center_of_mass_jacobian(model, q)
     with jax.named_scope("jaxrbd.center_of_mass_jacobian"):
         return centroidal_momentum_matrix(model, q)[3:] / total_mass(model)
 
@@ -207,8 +191,6 @@ def center_of_mass_acceleration(model, q, qd, qdd):
         >>> jaxrbd.center_of_mass_acceleration(model, q, qd, jnp.zeros(model.nv)).shape
         (3,)
     """
-    if is_coupled(model):
-        return _coupling.center_of_mass_acceleration(model, q, qd, qdd)
     with jax.named_scope("jaxrbd.center_of_mass_acceleration"):
         (qdd,) = check_state(model, qdd=qdd)
         J = center_of_mass_jacobian(model, q)
@@ -223,8 +205,6 @@ def kinetic_energy(model, q, qd):
         >>> bool(jnp.allclose(jaxrbd.kinetic_energy(model, q, qd), qd @ H @ qd / 2))
         True
     """
-    if is_coupled(model):
-        return _coupling.kinetic_energy(model, q, qd)
     with jax.named_scope("jaxrbd.kinetic_energy"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_kinetic_energy, model, (q, qd))
@@ -244,8 +224,6 @@ def potential_energy(model, q):
         >>> float(jaxrbd.potential_energy(model, jnp.zeros(model.nq))) < 0.0
         True
     """
-    if is_coupled(model):
-        return _coupling.potential_energy(model, q)
     with jax.named_scope("jaxrbd.potential_energy"):
         (q,) = check_state(model, q=q)
         return run_native(_potential_energy, model, (q,))
@@ -273,8 +251,6 @@ def system_inertia(model, q, about="world"):
         >>> bool(jnp.allclose(I[3:, 3:], jaxrbd.total_mass(model) * jnp.eye(3)))
         True
     """
-    if is_coupled(model):
-        return _coupling.system_inertia(model, q, about)
     if about not in ("world", "com"):
         raise ValueError(f"about must be 'world' or 'com', got {about!r}")
     with jax.named_scope("jaxrbd.system_inertia"):

@@ -20,8 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._core.checks import _as_float
-from ._kinematics import body_jacobian, point_position
+from ._api import body_jacobian, point_position
+from ._core.checks import as_float
+from .io._mjcf import _compile, _quat_R
 
 __all__ = [
     "AbstractTerrain",
@@ -257,14 +258,13 @@ class ContactPoints(eqx.Module):
             (('s', 'c/0', 'c/1'), [0.1, 0.02, 0.02])
         """
         try:
-            from .io._mjcf import _compile
             m = _compile(mjcf, assets)
         except ImportError as e:
             raise ImportError(
                 "ContactPoints.from_mjcf reads the MJCF through MuJoCo: install it with "
                 f"`pip install mujoco` (importing mujoco failed with: {e})"
             ) from e
-        import mujoco
+        import mujoco  # optional dependency (extra: mjcf)
 
         if isinstance(cylinder_points, bool) or not isinstance(cylinder_points, int) or (
                 cylinder_points < 3):
@@ -374,9 +374,8 @@ class ContactPoints(eqx.Module):
 def _geom_spheres(m, g, cylinder_points):
     """``[(centre (3,), radius)]`` in the body frame of MuJoCo geom ``g`` (see
     `ContactPoints.from_mjcf`)."""
-    import mujoco
+    import mujoco  # optional dependency (extra: mjcf)
 
-    from .io._mjcf import _quat_R
 
     R, pos = _quat_R(m.geom_quat[g]), np.asarray(m.geom_pos[g], dtype=float)
     size, kind, G = np.asarray(m.geom_size[g], dtype=float), int(m.geom_type[g]), mujoco.mjtGeom
@@ -616,7 +615,7 @@ def contact_frames(model, q, contacts, terrain):
     with jax.named_scope("jaxrbd.ground.contact_frames"):
         _check_contacts(model, contacts)
         _check_terrain(terrain)
-        q = _as_float("q", q, model.dtype)
+        q = as_float("q", q, model.dtype)
         if q.shape != (model.nq,):
             raise ValueError(f"q has shape {q.shape}, expected ({model.nq},) = (model.nq,)")
         return _frames(model, q, contacts, terrain)[:4]

@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
 from ._aba import node_armature, velocity_pass
 from ._core import algebra as al
 from ._core.checks import check_f_ext, check_state
@@ -28,7 +27,6 @@ from ._core.nodes import gravity_acceleration, pad, pad_E, pad_inertia, pad_S
 from ._core.packing import pack, unpack
 from ._core.rows import place_rows
 from ._core.schedule import add, put, scan_schedule, take
-from ._model import is_coupled
 
 __all__ = ["hybrid_batched", "hybrid_dynamics", "prescribed_mask"]
 
@@ -268,8 +266,6 @@ def hybrid_dynamics(model, q, qd, tau, qdd, prescribed, f_ext=None):
         >>> bool(jnp.allclose(tau_id, tau_out))
         True
     """
-    if is_coupled(model):
-        return _coupling.hybrid_dynamics(model, q, qd, tau, qdd, prescribed, f_ext)
     with jax.named_scope("jaxrbd.hybrid_dynamics"):
         q, qd, tau, qdd = check_state(model, q=q, qd=qd, tau=tau, qdd=qdd)
         f_ext = check_f_ext(model, f_ext)

@@ -19,14 +19,13 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from . import _coupling, spatial
+from . import spatial
 from ._configuration import _euclidean_maps, integrate_batched
 from ._core import linalg as _linalg
-from ._core.checks import _as_float, check_vector
+from ._core.checks import as_float, check_vector
 from ._core.rotation import log_quat, so3_left_jacobian_inv
 from ._core.topology import topology
 from ._kinematics import body_frames, node_jacobian, node_poses, support
-from ._model import is_coupled
 
 __all__ = ["IKResult", "IKTarget", "inverse_kinematics"]
 
@@ -236,7 +235,7 @@ def _target_data(prob, targets, dtype):
     ``rotation (nr, 3, 3)``, ``wp (np,)``, ``wr (nr,)``."""
 
     def leaf(k, t, name, core):
-        x = _as_float(f"targets[{k}].{name}", getattr(t, name), dtype)
+        x = as_float(f"targets[{k}].{name}", getattr(t, name), dtype)
         if x.shape != core:
             hint = " (use jax.vmap to solve a batch of targets)" if x.ndim > len(core) else ""
             raise ValueError(f"targets[{k}].{name} has shape {x.shape}, expected {core}{hint}")
@@ -656,8 +655,6 @@ def inverse_kinematics(
         >>> bool(jnp.allclose(jaxrbd.point_position(model, res.q, "body_3", tip), goal))
         True
     """
-    if is_coupled(model):
-        raise _coupling.unsupported('inverse_kinematics')
     with jax.named_scope("jaxrbd.inverse_kinematics"):
         targets = _check_targets(targets)
         _check_options(max_iters, tol, damping, max_step)

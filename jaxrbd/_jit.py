@@ -17,6 +17,11 @@ import functools
 
 import jax
 
+try:  # JAX's private trace state (`_nested`); where it moved, `_nested` assumes the top level
+    from jax._src import core as _jax_core
+except ImportError:
+    _jax_core = None
+
 from ._core.backend import (
     AVX512_COMPILER_OPTIONS,
     CPU_COMPILER_OPTIONS,
@@ -31,10 +36,8 @@ def _nested() -> bool:
     """Whether a trace (jit, vmap, grad, ...) is in progress: JAX accepts compiler options
     on the outermost jit only."""
     try:
-        from jax._src import core
-
-        return not core.trace_state_clean()
-    except (ImportError, AttributeError):  # the private API moved: assume top level
+        return not _jax_core.trace_state_clean()
+    except AttributeError:  # the private API moved: assume top level
         # (_Jit.__call__ still falls back when JAX refuses nested options)
         return False
 

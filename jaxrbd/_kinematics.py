@@ -21,15 +21,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
 from ._core import algebra as al
-from ._core.checks import _as_float, check_state
+from ._core.checks import as_float, check_state
 from ._core.jcalc import body_offsets, joint_velocity_terms
 from ._core.native_vmap import native_vmap
 from ._core.nodes import Xup_and_S, sched
 from ._core.passes import velocities, velocities_accelerations, world_transforms
 from ._core.topology import topology
-from ._model import is_coupled
 
 __all__ = [
     "body_acceleration",
@@ -163,7 +161,7 @@ def resolve_points(model, point, K: int, single: bool):
     """``point`` -> ``(K, 3)`` (``None`` is the body origin)."""
     if point is None:
         return jnp.zeros((K, 3), model.dtype)
-    p = _as_float("point", point, model.dtype)
+    p = as_float("point", point, model.dtype)
     want = (3,) if single else (K, 3)
     if p.shape != want:
         raise ValueError(
@@ -213,8 +211,6 @@ def forward_kinematics(model, q):
         >>> R.shape, p.shape
         ((4, 3, 3), (4, 3))
     """
-    if is_coupled(model):
-        return _coupling.forward_kinematics(model, q)
     with jax.named_scope("jaxrbd.forward_kinematics"):
         (q,) = check_state(model, q=q)
         return run_native(_forward_kinematics, model, (q,))
@@ -242,8 +238,6 @@ def body_velocities(model, q, qd):
         >>> jaxrbd.body_velocities(model, q, jnp.ones(model.nv)).shape
         (4, 6)
     """
-    if is_coupled(model):
-        return _coupling.body_velocities(model, q, qd)
     with jax.named_scope("jaxrbd.body_velocities"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_body_velocities, model, (q, qd))
@@ -272,8 +266,6 @@ def body_accelerations(model, q, qd, qdd):
         >>> jaxrbd.body_accelerations(model, q, jnp.ones(model.nv), jnp.zeros(model.nv)).shape
         (4, 6)
     """
-    if is_coupled(model):
-        return _coupling.body_accelerations(model, q, qd, qdd)
     with jax.named_scope("jaxrbd.body_accelerations"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         return run_native(_body_accelerations, model, (q, qd, qdd))
@@ -313,8 +305,6 @@ def body_jacobians(model, q, frame=None):
             stacklevel=2,
         )
         frame = "body"
-    if is_coupled(model):
-        return _coupling.body_jacobians(model, q, frame)
     with jax.named_scope("jaxrbd.body_jacobians"):
         _check_frame(frame)
         (q,) = check_state(model, q=q)
@@ -363,8 +353,6 @@ def point_position(model, q, body, point=None):
         >>> jaxrbd.point_position(model, jnp.zeros(model.nq), 3, jnp.array([0.0, 0.0, -1.0])).shape
         (3,)
     """
-    if is_coupled(model):
-        return _coupling.point_position(model, q, body, point)
     with jax.named_scope("jaxrbd.point_position"):
         bodies, single = resolve_bodies(model, body)
         (q,) = check_state(model, q=q)
@@ -395,8 +383,6 @@ def point_velocity(model, q, qd, body, point=None):
         >>> bool(jnp.allclose(v, J @ qd))
         True
     """
-    if is_coupled(model):
-        return _coupling.point_velocity(model, q, qd, body, point)
     with jax.named_scope("jaxrbd.point_velocity"):
         return _lin(body_velocity(model, q, qd, body, point, frame="world"))
 
@@ -419,8 +405,6 @@ def point_acceleration(model, q, qd, qdd, body, point=None):
         >>> bool(jnp.allclose(a, jaxrbd.point_bias_acceleration(model, q, qd, 3)))
         True
     """
-    if is_coupled(model):
-        return _coupling.point_acceleration(model, q, qd, qdd, body, point)
     with jax.named_scope("jaxrbd.point_acceleration"):
         return _lin(body_acceleration(model, q, qd, qdd, body, point, frame="world"))
 
@@ -441,8 +425,6 @@ def point_bias_acceleration(model, q, qd, body, point=None):
         >>> jaxrbd.point_bias_acceleration(model, q, qd, 3).shape
         (3,)
     """
-    if is_coupled(model):
-        return _coupling.point_bias_acceleration(model, q, qd, body, point)
     with jax.named_scope("jaxrbd.point_bias_acceleration"):
         return _lin(body_bias_acceleration(model, q, qd, body, point, frame="world"))
 
@@ -463,8 +445,6 @@ def point_jacobian(model, q, body, point=None):
         >>> jaxrbd.point_jacobian(model, q, [1, 2, 3], jnp.zeros((3, 3))).shape
         (3, 3, 9)
     """
-    if is_coupled(model):
-        return _coupling.point_jacobian(model, q, body, point)
     with jax.named_scope("jaxrbd.point_jacobian"):
         return body_jacobian(model, q, body, point, frame="world")[..., 3:, :]
 
@@ -495,8 +475,6 @@ def body_velocity(model, q, qd, body, point=None, frame="world"):
         >>> jaxrbd.body_velocity(model, q, qd, "body_3", frame="body").shape
         (6,)
     """
-    if is_coupled(model):
-        return _coupling.body_velocity(model, q, qd, body, point, frame)
     with jax.named_scope("jaxrbd.body_velocity"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)
@@ -540,8 +518,6 @@ def body_acceleration(model, q, qd, qdd, body, point=None, frame="world"):
         >>> jaxrbd.body_acceleration(model, q, qd, jnp.zeros(model.nv), 3).shape
         (6,)
     """
-    if is_coupled(model):
-        return _coupling.body_acceleration(model, q, qd, qdd, body, point, frame)
     with jax.named_scope("jaxrbd.body_acceleration"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)
@@ -567,8 +543,6 @@ def body_bias_acceleration(model, q, qd, body, point=None, frame="world"):
         >>> jaxrbd.body_bias_acceleration(model, q, qd, 3, frame="body").shape
         (6,)
     """
-    if is_coupled(model):
-        return _coupling.body_bias_acceleration(model, q, qd, body, point, frame)
     with jax.named_scope("jaxrbd.body_bias_acceleration"):
         zeros = jnp.zeros(model.nv, model.dtype)
         return body_acceleration(model, q, qd, zeros, body, point, frame)
@@ -594,8 +568,6 @@ def body_jacobian(model, q, body, point=None, frame="world"):
         >>> bool(jnp.allclose(J @ qd, jaxrbd.body_velocity(model, q, qd, "body_3", frame="body")))
         True
     """
-    if is_coupled(model):
-        return _coupling.body_jacobian(model, q, body, point, frame)
     with jax.named_scope("jaxrbd.body_jacobian"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)

@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._core import algebra as al
-from ._core.checks import _as_float, check_state
+from ._core.checks import as_float, check_state
 from ._core.topology import topology
 from ._kinematics import _node_jacobian, _node_poses, body_frames_batched, run_native, support
 from ._model import check_model
@@ -142,7 +142,7 @@ def _check(model, q, markers):
         except (ValueError, TypeError) as e:
             raise type(e)(f"marker {name!r}: {e}") from None
     (q,) = check_state(model, q=q)
-    offsets = _as_float("markers.offsets", markers.offsets, model.dtype)
+    offsets = as_float("markers.offsets", markers.offsets, model.dtype)
     if offsets.shape != (len(markers), 3):
         raise ValueError(
             f"markers.offsets has shape {offsets.shape}, expected ({len(markers)}, 3) "

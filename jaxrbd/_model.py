@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -206,14 +210,10 @@ class Model(eqx.Module):
         (default: the traversal `jaxrbd._core.backend.traversal` picks for the device the
         computation runs on: level by level for a single state and off the CPU, body by
         body for a batch on a CPU)."""
-        import dataclasses
-
         return dataclasses.replace(self, traversal=traversal)
 
     def astype(self, dtype) -> Model:
         """The same model with every leaf cast to ``dtype`` (e.g. ``jnp.float32``)."""
-        import jax
-
         return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
 
     def __repr__(self) -> str:
@@ -368,8 +368,6 @@ class CoupledModel(eqx.Module):
         return slice(k, k + s.stop - s.start)
 
     def astype(self, dtype) -> CoupledModel:
-        import jax
-
         return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
 
     def __repr__(self) -> str:
@@ -378,8 +376,6 @@ class CoupledModel(eqx.Module):
     def summary(self) -> str:
         """The base model's tree with the independent coordinates' indices, and each
         coupled joint's law ``q_m = a q_j + b`` in place of its indices."""
-        import re
-
         a, b = np.asarray(self.multiplier), np.asarray(self.offset)
         law = {
             m: f"= {float(a[k]):.6g} * {j!r} {'+' if b[k] >= 0 else '-'} {abs(float(b[k])):.6g}"

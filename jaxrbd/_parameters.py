@@ -24,9 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
 from ._core import algebra as al
-from ._core.checks import _as_float, check_state
+from ._core.checks import as_float, check_state
 from ._core.jcalc import joint_velocity_terms
 from ._core.native_vmap import native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, sched
@@ -34,7 +33,7 @@ from ._core.passes import velocities_accelerations
 from ._core.rows import place_rows
 from ._core.topology import topology
 from ._kinematics import body_frames_batched
-from ._model import check_model, is_coupled
+from ._model import check_model
 
 __all__ = [
     "from_log_cholesky",
@@ -100,7 +99,7 @@ def with_inertial_parameters(model, pi):
         (0.2, 0.1)
     """
     check_model(model)
-    pi = _as_float("pi", pi, model.dtype)
+    pi = as_float("pi", pi, model.dtype)
     shape = model.inertia.shape  # (..., nbodies, 10); leading axes for stacked models
     lead, nb = shape[:-2], shape[-2]
     if pi.shape == lead + (nb * 10,):
@@ -251,8 +250,6 @@ def inverse_dynamics_regressor(model, q, qd, qdd, *, armature=False):
         >>> bool(jnp.allclose(Y @ pi, tau, atol=1e-4))
         True
     """
-    if is_coupled(model):
-        return _coupling.inverse_dynamics_regressor(model, q, qd, qdd, armature=armature)
     with jax.named_scope("jaxrbd.inverse_dynamics_regressor"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         Y = _regressor(model, q, qd, qdd)

@@ -44,22 +44,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._aba import forward_dynamics as _forward_dynamics
-from ._contacts import contact_impulses as _contact_impulses
-from ._contacts import forward_dynamics_contacts as _forward_dynamics_contacts
-from ._core.checks import _as_float, warn_deprecated
-from ._core.sharding import check_devices, resolve_devices, shard_batch
-from ._crba import mass_matrix as _mass_matrix
-from ._derivatives import forward_dynamics_derivatives as _forward_dynamics_derivatives
-from ._derivatives import (
+from ._api import contact_impulses as _contact_impulses
+from ._api import forward_dynamics as _forward_dynamics
+from ._api import forward_dynamics_contacts as _forward_dynamics_contacts
+from ._api import forward_dynamics_derivatives as _forward_dynamics_derivatives
+from ._api import (
     forward_dynamics_parameter_derivatives as _forward_dynamics_parameter_derivatives,
 )
-from ._derivatives import inverse_dynamics_derivatives as _inverse_dynamics_derivatives
+from ._api import inverse_dynamics as _inverse_dynamics
+from ._api import inverse_dynamics_derivatives as _inverse_dynamics_derivatives
+from ._api import inverse_dynamics_regressor as _inverse_dynamics_regressor
+from ._api import mass_matrix as _mass_matrix
+from ._core.checks import as_float, warn_deprecated
+from ._core.sharding import check_devices, resolve_devices, shard_batch
 from ._integrators import rollout_batched as _rollout_batched
 from ._jit import jit as _jit
 from ._model import is_coupled
-from ._parameters import inverse_dynamics_regressor as _inverse_dynamics_regressor
-from ._rnea import inverse_dynamics as _inverse_dynamics
 from .ground import rollout_batched as _ground_rollout_batched
 
 __all__ = [
@@ -81,7 +81,7 @@ __all__ = [
 
 
 def _check(model, name, x, n, what):
-    x = _as_float(name, x, model.dtype)
+    x = as_float(name, x, model.dtype)
     if x.ndim != 2 or x.shape[1] != n:
         raise ValueError(f"{name} has shape {x.shape}, expected (batch, {n}) = (batch, {what})")
     return x
@@ -101,7 +101,7 @@ def _batch(model, **arrays):
 def _f_ext(model, F_ext, n):
     if F_ext is None:
         return None
-    F = _as_float("F_ext", F_ext, model.dtype)
+    F = as_float("F_ext", F_ext, model.dtype)
     if F.shape != (n, model.nbodies, 6):
         raise ValueError(f"F_ext has shape {F.shape}, expected ({n}, {model.nbodies}, 6)")
     return F

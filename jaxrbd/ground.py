@@ -28,10 +28,12 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from ._configuration import advance, frame_rate
+from ._api import advance, bias_forces, mass_matrix
+from ._configuration import frame_rate
 from ._core import linalg as _linalg
-from ._core.checks import _as_float, check_state, check_vector
-from ._crba import mass_matrix
+from ._core.backend import contact_block
+from ._core.checks import as_float, check_state, check_vector
+from ._core.sharding import blocked_over_devices
 from ._ground_geometry import (
     AbstractTerrain,
     ContactPoints,
@@ -54,7 +56,6 @@ from ._integrators import (
     check_batch_inputs,
 )
 from ._model import check_model
-from ._rnea import bias_forces
 
 __all__ = [
     "AbstractTerrain",
@@ -411,7 +412,7 @@ def step(model, q, qd, tau, dt, contacts, terrain, contact_model="hard", *, warm
         K = len(contacts)
         lam0 = jnp.zeros(3 * K, model.dtype)
         if warm_start is not None:
-            ws = _as_float("warm_start", warm_start, model.dtype)
+            ws = as_float("warm_start", warm_start, model.dtype)
             if ws.shape != (K, 3):
                 raise ValueError(f"warm_start has shape {ws.shape}, expected ({K}, 3) = (n_points, 3)")
             lam0 = ws.reshape(-1) * dt
@@ -507,8 +508,6 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, contacts, terrain, contact_mode
     """`rollout` for a batch (batch first), in blocks per device, sharded over devices
     (`jaxrbd.batched.ground_rollout`; ``chunk`` default `backend.contact_block` of the
     model on a CPU). Returns ``(QS, QDS, INFO)`` with the batch first."""
-    from ._core.backend import contact_block
-    from ._core.sharding import blocked_over_devices
 
     arrays = check_batch_inputs(model, Q0, QD0, TAU_SEQ)
     # the single-sample checks up front, so that their errors name the arguments

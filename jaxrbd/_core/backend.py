@@ -35,6 +35,14 @@ import warnings
 
 import jax
 
+try:  # NumPy's runtime-dispatch table of CPU features (private; moved in NumPy 2)
+    from numpy._core._multiarray_umath import __cpu_features__ as _CPU_FEATURES
+except ImportError:  # NumPy 1.x
+    try:
+        from numpy.core._multiarray_umath import __cpu_features__ as _CPU_FEATURES
+    except ImportError:
+        _CPU_FEATURES = {}
+
 __all__ = [
     "AVX512_COMPILER_OPTIONS",
     "CHUNK",
@@ -142,14 +150,7 @@ def lapack_guard(device=None) -> bool:
 def host_has_avx512() -> bool:
     """Whether this machine's CPU has AVX-512F, as NumPy's runtime dispatch detects it
     (False where that table cannot be read)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__
-    except ImportError:  # NumPy 1.x
-        try:
-            from numpy.core._multiarray_umath import __cpu_features__
-        except ImportError:
-            return False
-    return bool(__cpu_features__.get("AVX512F", False))
+    return bool(_CPU_FEATURES.get("AVX512F", False))
 
 
 def _cpu_options() -> dict:

@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._api import inverse_dynamics_regressor
 from .._body import Body
-from .._parameters import inverse_dynamics_regressor, with_inertial_parameters
+from .._parameters import with_inertial_parameters
 
 __all__ = [
     "FrictionModel",

@@ -94,7 +94,7 @@ def plot_torques(t, tau, tau_hat, joint_names=None, *, labels=("measured", "pred
     Returns:
         The matplotlib ``Figure``.
     """
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional dependency (extra: examples)
 
     tau, tau_hat = np.asarray(tau), np.asarray(tau_hat)
     nv = tau.shape[1]

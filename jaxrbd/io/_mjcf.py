@@ -23,6 +23,7 @@ from .._actuation import Actuators
 from .._body import Body, Transform
 from .._builder import ModelBuilder
 from .._constraints import ConstraintSet
+from .._coupling import couple
 from .._model import CoupledModel, Model
 from ._mjcf_actuators import joint_couplings, mjcf_actuators
 from ._mjcf_source import check_files, check_spec_masses, relay_mujoco_warnings, source_text
@@ -40,7 +41,7 @@ _FREE_PERM = np.array([3, 4, 5, 0, 1, 2])
 
 def _import_mujoco():
     try:
-        import mujoco
+        import mujoco  # optional dependency (extra: mjcf)
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
             "load_mjcf needs MuJoCo's compiler: install it with `pip install jaxrbd[mjcf]` "
@@ -484,8 +485,6 @@ def _map(m, inertia_check, joint_equalities="couple"):
     for w in caught:
         warnings.warn(str(w.message), w.category, stacklevel=4)
     if couplings:
-        from .._coupling import couple
-
         model = couple(model, couplings)
     info = MJCFInfo(
         constraints=constraints,

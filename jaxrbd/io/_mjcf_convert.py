@@ -11,6 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._core.checks import check_vector
+from .._kinematics import forward_kinematics
 from .._model import Model, is_coupled
 
 __all__ = [
@@ -62,8 +63,6 @@ def gravity_compensation_forces(
 def gravity_compensation_f_ext(model: Model, q, ids: np.ndarray, k):
     """`gravity_compensation_forces` for static body ids ``ids`` and factors ``k`` (an
     array, so that `jax.grad` reaches them)."""
-    from .._kinematics import forward_kinematics
-
     R, p = forward_kinematics(model, q)
     mass = model.inertia[ids, 0]
     com = model.inertia[ids, 1:4] / jnp.where(mass > 0, mass, 1.0)[:, None]

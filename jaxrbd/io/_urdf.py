@@ -14,6 +14,7 @@ import numpy as np
 from .. import joints
 from .._body import Body, Transform, check_inertia_option
 from .._builder import ModelBuilder, inertia_vector
+from .._coupling import couple
 from .._model import Model
 from ._source import is_xml_text, strip_bom
 
@@ -264,8 +265,6 @@ def load_urdf(
     for w in caught:  # the builder's inertia warning, re-issued at the caller
         warnings.warn(f"URDF: {w.message}", w.category, stacklevel=2)
     if mimic == "couple" and info["mimic"]:
-        from .._coupling import couple
-
         model = couple(model, {
             name: (m["joint"], m["multiplier"], m["offset"]) for name, m in info["mimic"].items()
         })
