@@ -24,7 +24,7 @@ from ._core.nodes import (
 )
 from ._core.packing import pack, unpack
 from ._core.passes import velocities
-from ._core.rows import place_rows
+from ._core.rows import node_rows, place_rows
 from ._core.schedule import add, put, scan_schedule, take
 
 __all__ = ["aba_batched", "aba_single", "minv_times_batched", "node_armature", "project", "velocity_pass"]
@@ -60,7 +60,7 @@ def project(A, Bk, C, Si, pi, taui, armi=None):
 
 def node_armature(model, B):
     """The armature of every node, world row 0 included: ``(nn, B)``."""
-    arm = jnp.concatenate([jnp.zeros((1,), model.armature.dtype), model.armature])
+    arm = node_rows(model.armature)
     return jnp.broadcast_to(arm[:, None], (arm.shape[0], B))
 
 
@@ -190,7 +190,7 @@ def aba_batched(model, q, qd, tau, f_ext=None):
     """ABA on the batch-trailing layout: ``q (nq, B)``, ``qd, tau (nv, B)`` -> ``qdd (nv, B)``."""
     B = q.shape[-1]
     s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
-    tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
+    tau_n = node_rows(tau)
     k = root_chain(model, s, B)
     arm = node_armature(model, B)
     (U, Dinv, u), root = _inertia_pass(s, E, r, S, Ic, arm, c=c, pA=pA, tau=tau_n, root=k)
@@ -215,7 +215,7 @@ def minv_times_batched(model, q, tau):
     # the inertia pass runs on q's batch only (tau's right-hand sides broadcast later)
     arm = node_armature(model, q.shape[-1])
     (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, arm, root=k)
-    tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
+    tau_n = node_rows(tau)
     u, u_root = _bias_pass(s, E, r, S, U, Dinv, tau_n, root)
     a_world = jnp.zeros((6, 1), tau.dtype)
     root = None if root is None else root + (u_root,)

@@ -245,8 +245,8 @@ def unsupported(name: str) -> ValueError:
 def dispatch(plain: Callable, coupled: Callable | None = None) -> Callable:
     """The public function of ``plain`` (first argument a `Model`) and its coupled variant.
 
-    The result calls ``coupled`` on a `CoupledModel` and ``plain`` on anything else (a
-    `Model`, a stacked batch of models); with ``coupled=None`` a `CoupledModel` raises
+    The result checks that ``model`` is a model (`jaxrbd._model.check_model`), then calls
+    ``coupled`` on a `CoupledModel` and ``plain`` on a `Model` (or a stacked batch); with ``coupled=None`` a `CoupledModel` raises
     `unsupported`. It carries ``plain``'s name, signature and docstring. The choice is
     made at trace time, in Python: compiled programs hold one branch only.
 
@@ -259,6 +259,7 @@ def dispatch(plain: Callable, coupled: Callable | None = None) -> Callable:
 
     @functools.wraps(plain)
     def public(model, *args, **kwargs):
+        check_model(model)  # a TypeError for anything but a model, before any other check
         if isinstance(model, CoupledModel):
             if coupled is None:
                 raise unsupported(plain.__name__)

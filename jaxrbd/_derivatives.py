@@ -49,7 +49,7 @@ from ._core.native_vmap import blocked, default_chunk, native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, pad, pad_inertia, pad_S, sched
 from ._core.packing import pack, unpack
 from ._core.passes import subtree_sums, velocities_accelerations
-from ._core.rows import place_rows, sum_rows
+from ._core.rows import node_rows, place_rows, sum_rows
 from ._core.schedule import add, forward_scan, put, scan_schedule, take
 from ._core.topology import Topology, topology
 from ._parameters import regressor_from_motion
@@ -100,7 +100,7 @@ def _node_terms(model, q, qd, qdd, f_ext):
     s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
-    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    qdd_n = node_rows(qdd)
     a0 = gravity_acceleration(model, B, q.dtype)
     v, a, (E0, r0) = velocities_accelerations(
         s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a0, with_X0=True
@@ -290,7 +290,7 @@ def _node_order(ys, s):
 
 def _node_S(S, s):
     """DoF-ordered ``S (nv, 6, B)`` as a node buffer of ``s`` (world and scratch rows)."""
-    return pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
+    return pad_S(node_rows(S), s)
 
 
 def _factor(Iw, S0, arm0, s):
@@ -298,7 +298,7 @@ def _factor(Iw, S0, arm0, s):
     ``L(k, j) = u_k . S_j`` for every ancestor ``j`` of ``k``, by the articulated-inertia
     pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms). ``S0``: `_node_S`;
     ``arm0``: the armature as a node buffer (it adds to ``D_k`` only)."""
-    I0 = jnp.concatenate([jnp.zeros_like(Iw[:1]), Iw], axis=0)
+    I0 = node_rows(Iw)
     buf = pack(*al.inertia_blocks(pad_inertia(I0, s)))
 
     def step(buf, idx, par, x):
@@ -322,7 +322,7 @@ def _lower_inverse(u, S0, s, t: Topology):
     which each step reads only its parent's row. ``S0``: `_node_S`.
     """
     nv, D = t.ancestors.shape
-    u0 = pad(jnp.concatenate([jnp.zeros_like(u[:1]), u], axis=0), s)
+    u0 = pad(node_rows(u), s)
     Z = jnp.zeros((s.nbuf, D, 6, S0.shape[-1]), S0.dtype)
 
     def step(Z, idx, par, x):
@@ -416,7 +416,7 @@ def _fd_core(model, q, qd, tau, f_ext):
     qdd = _solve(Dk, W, tau - al.dot(nt["S"], F0), t)
     # the accelerations qdd adds (world frame, no velocity terms) and the forces they need
     alpha = _path_sum(nt["S"] * qdd[:, None, :], t)
-    nt["aw"] = nt["aw"] + jnp.concatenate([jnp.zeros_like(alpha[:1]), alpha], axis=0)
+    nt["aw"] = nt["aw"] + node_rows(alpha)
     nt["G"] = nt["G"] + subtree_sums(al.inertia_mul(nt["Iw"], alpha), s)
     factors = (_dense_lower(W, t), _bf(1.0 / Dk))
     return nt, y, z, qdd, factors

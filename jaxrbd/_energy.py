@@ -15,11 +15,13 @@ from ._core.checks import check_state
 from ._core.jcalc import node_inertias
 from ._core.nodes import sched
 from ._core.passes import subtree_sums
-from ._kinematics import _node_accelerations as node_accelerations
-from ._kinematics import _node_jacobian as node_jacobian
-from ._kinematics import _node_poses as node_poses
-from ._kinematics import _node_velocities as node_velocities
-from ._kinematics import run_native
+from ._kinematics import (
+    node_accelerations_batched,
+    node_jacobian_batched,
+    node_poses_batched,
+    node_velocities_batched,
+    run_native,
+)
 
 __all__ = [
     "center_of_mass",
@@ -36,17 +38,17 @@ __all__ = [
 ]
 
 
-def _moving_inertias(model):
+def moving_inertias(model):
     """Inertias of the moving nodes ``1..nv`` (node coordinates, compact, ``(nv, 10, 1)``)."""
     return node_inertias(model)[1:]
 
 
-def _world_inertias(model, E0, r0):
+def world_inertias(model, E0, r0):
     """Moving nodes' inertias in world coordinates about the world origin ``(nv, 10, B)``."""
-    return al.XT_compact_X(E0[1:], r0[1:], _moving_inertias(model))
+    return al.XT_compact_X(E0[1:], r0[1:], moving_inertias(model))
 
 
-def _to_world(E0, r0, f):
+def forces_to_world(E0, r0, f):
     """Node forces (node coordinates) -> world coordinates at the world origin."""
     return al.XT_force(E0[1:], r0[1:], f)
 
@@ -56,7 +58,7 @@ def _about_com(h0, c):
     return al.join(al.ang(h0) - al.cross(c, al.lin(h0)), al.lin(h0))
 
 
-def _com(I0):
+def com_from_inertias(I0):
     tot = jnp.sum(I0, axis=0)  # (10, B)
     return tot, tot[1:4] / tot[0:1]
 
@@ -68,7 +70,7 @@ def total_mass(model):
         >>> round(float(jaxrbd.total_mass(model)), 6)
         0.3
     """
-    return jnp.sum(_moving_inertias(model)[:, 0, 0])
+    return jnp.sum(moving_inertias(model)[:, 0, 0])
 
 
 def center_of_mass(model, q):
@@ -86,7 +88,7 @@ def center_of_mass(model, q):
 
 
 def _center_of_mass(model, q):
-    return _com(_world_inertias(model, *node_poses(model, q)))[1]
+    return com_from_inertias(world_inertias(model, *node_poses_batched(model, q)))[1]
 
 
 def centroidal_momentum(model, q, qd):
@@ -105,9 +107,9 @@ def centroidal_momentum(model, q, qd):
 
 
 def _centroidal_momentum(model, q, qd):
-    E0, r0, v = node_velocities(model, q, qd)
-    _, c = _com(_world_inertias(model, E0, r0))
-    h = jnp.sum(_to_world(E0, r0, al.inertia_mul(_moving_inertias(model), v[1:])), 0)
+    E0, r0, v = node_velocities_batched(model, q, qd)
+    _, c = com_from_inertias(world_inertias(model, E0, r0))
+    h = jnp.sum(forces_to_world(E0, r0, al.inertia_mul(moving_inertias(model), v[1:])), 0)
     return _about_com(h, c)
 
 
@@ -128,9 +130,9 @@ def centroidal_momentum_matrix(model, q):
 
 
 def _centroidal_momentum_matrix(model, q):
-    E0, r0, S0 = node_jacobian(model, q)
-    I0 = _world_inertias(model, E0, r0)  # (nv, 10, B)
-    _, c = _com(I0)
+    E0, r0, S0 = node_jacobian_batched(model, q)
+    I0 = world_inertias(model, E0, r0)  # (nv, 10, B)
+    _, c = com_from_inertias(I0)
     IC0 = subtree_sums(I0, sched(model, q.shape[-1]))  # composite inertias, world frame
     A0 = al.inertia_mul(IC0, S0)  # (nv, 6, B)
     return jnp.swapaxes(_about_com(A0, c[None]), 0, 1)
@@ -151,12 +153,12 @@ def centroidal_momentum_bias(model, q, qd):
 
 
 def _centroidal_momentum_bias(model, q, qd):
-    E0, r0, v, a = node_accelerations(model, q, qd, jnp.zeros_like(qd))
-    Ic = _moving_inertias(model)
-    _, c = _com(_world_inertias(model, E0, r0))
+    E0, r0, v, a = node_accelerations_batched(model, q, qd, jnp.zeros_like(qd))
+    Ic = moving_inertias(model)
+    _, c = com_from_inertias(world_inertias(model, E0, r0))
     v, a = v[1:], a[1:]
     f = al.inertia_mul(Ic, a) + al.cross_force(v, al.inertia_mul(Ic, v))
-    hdot = jnp.sum(_to_world(E0, r0, f), 0)
+    hdot = jnp.sum(forces_to_world(E0, r0, f), 0)
     # d/dt of the shift: -(d c/dt) x l = -(l / M) x l = 0, so only the shift of hdot
     return _about_com(hdot, c)
 
@@ -211,8 +213,8 @@ def kinetic_energy(model, q, qd):
 
 
 def _kinetic_energy(model, q, qd):
-    v = node_velocities(model, q, qd)[2][1:]
-    return 0.5 * jnp.sum(al.dot(v, al.inertia_mul(_moving_inertias(model), v)), axis=0)
+    v = node_velocities_batched(model, q, qd)[2][1:]
+    return 0.5 * jnp.sum(al.dot(v, al.inertia_mul(moving_inertias(model), v)), axis=0)
 
 
 def potential_energy(model, q):
@@ -230,7 +232,7 @@ def potential_energy(model, q):
 
 
 def _potential_energy(model, q):
-    tot = jnp.sum(_world_inertias(model, *node_poses(model, q)), axis=0)
+    tot = jnp.sum(world_inertias(model, *node_poses_batched(model, q)), axis=0)
     return -al.dot(model.gravity[:, None], tot[1:4])
 
 
@@ -259,7 +261,7 @@ def system_inertia(model, q, about="world"):
 
 
 def _system_inertia(model, q, about):
-    tot, c = _com(_world_inertias(model, *node_poses(model, q)))
+    tot, c = com_from_inertias(world_inertias(model, *node_poses_batched(model, q)))
     if about == "com":
         # parallel axis: Ī_G = Ī_O - M c× c×ᵀ; h = 0
         M = tot[0:1]

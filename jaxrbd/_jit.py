@@ -17,7 +17,7 @@ import functools
 
 import jax
 
-try:  # JAX's private trace state (`_nested`); where it moved, `_nested` assumes the top level
+try:  # JAX's private trace state (`nested`); where it moved, `nested` assumes the top level
     from jax._src import core as _jax_core
 except ImportError:
     _jax_core = None
@@ -32,7 +32,7 @@ from ._core.backend import (
 __all__ = ["AVX512_COMPILER_OPTIONS", "CPU_COMPILER_OPTIONS", "compiler_options", "jit"]
 
 
-def _nested() -> bool:
+def nested() -> bool:
     """Whether a trace (jit, vmap, grad, ...) is in progress: JAX accepts compiler options
     on the outermost jit only."""
     try:
@@ -72,7 +72,7 @@ class _Jit:
         return self._plain
 
     def __call__(self, *args, **kwargs):
-        if _nested():
+        if nested():
             return self._get_plain()(*args, **kwargs)
         try:
             return self._get()(*args, **kwargs)

@@ -27,6 +27,7 @@ from ._core.jcalc import body_offsets, joint_velocity_terms
 from ._core.native_vmap import native_vmap
 from ._core.nodes import Xup_and_S, sched
 from ._core.passes import velocities, velocities_accelerations, world_transforms
+from ._core.rows import node_rows
 from ._core.topology import topology
 
 __all__ = [
@@ -49,12 +50,12 @@ __all__ = [
 # Batch-trailing; every node quantity is ``(nn, ..., B)``. Accelerations exclude gravity.
 
 
-def _node_poses(model, q):
+def node_poses_batched(model, q):
     E, r, _ = Xup_and_S(model, q)
     return world_transforms(sched(model, q.shape[-1]), E, r)
 
 
-def _node_velocities(model, q, qd):
+def node_velocities_batched(model, q, qd):
     s = sched(model, q.shape[-1])
     E, r, S = Xup_and_S(model, q)
     vJ, _, _ = joint_velocity_terms(model, q, qd, S)
@@ -62,12 +63,12 @@ def _node_velocities(model, q, qd):
     return E0, r0, v
 
 
-def _node_accelerations(model, q, qd, qdd):
+def node_accelerations_batched(model, q, qd, qdd):
     B = q.shape[-1]
     s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
-    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    qdd_n = node_rows(qdd)
     a_world = jnp.zeros((6, B), q.dtype)
     v, a, (E0, r0) = velocities_accelerations(
         s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a_world, with_X0=True
@@ -75,7 +76,7 @@ def _node_accelerations(model, q, qd, qdd):
     return E0, r0, v, a
 
 
-def _node_jacobian(model, q):
+def node_jacobian_batched(model, q):
     """``X0`` and the world-frame (world origin) motion subspace ``S0`` ``(nv, 6, B)``."""
     E, r, S = Xup_and_S(model, q)
     E0, r0 = world_transforms(sched(model, q.shape[-1]), E, r)
@@ -85,10 +86,10 @@ def _node_jacobian(model, q):
 # One state in, node arrays out (batch axis dropped); `jax.vmap` runs the batch-trailing
 # form natively (see `_vmap`). For other modules' single-state code; the public functions
 # below run their whole computation batch-trailing through `run_native`.
-node_poses = native_vmap(_node_poses)
-node_velocities = native_vmap(_node_velocities)
-node_accelerations = native_vmap(_node_accelerations)
-node_jacobian = native_vmap(_node_jacobian)
+node_poses = native_vmap(node_poses_batched)
+node_velocities = native_vmap(node_velocities_batched)
+node_accelerations = native_vmap(node_accelerations_batched)
+node_jacobian = native_vmap(node_jacobian_batched)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -217,7 +218,7 @@ def forward_kinematics(model, q):
 
 
 def _forward_kinematics(model, q):
-    E, r = body_frames_batched(model, np.arange(model.nbodies), *_node_poses(model, q))
+    E, r = body_frames_batched(model, np.arange(model.nbodies), *node_poses_batched(model, q))
     return al.transpose(E), r
 
 
@@ -244,7 +245,7 @@ def body_velocities(model, q, qd):
 
 
 def _body_velocities(model, q, qd):
-    return body_frames_batched(model, np.arange(model.nbodies), *_node_velocities(model, q, qd))[2]
+    return body_frames_batched(model, np.arange(model.nbodies), *node_velocities_batched(model, q, qd))[2]
 
 
 def body_accelerations(model, q, qd, qdd):
@@ -272,7 +273,7 @@ def body_accelerations(model, q, qd, qdd):
 
 
 def _body_accelerations(model, q, qd, qdd):
-    E0, r0, _, a = _node_accelerations(model, q, qd, qdd)
+    E0, r0, _, a = node_accelerations_batched(model, q, qd, qdd)
     return body_frames_batched(model, np.arange(model.nbodies), E0, r0, a)[2]
 
 
@@ -317,7 +318,7 @@ def _jacobians(model, q, *args):
     not given); ``args`` = ``([P,] bodies, frame)``."""
     P_body, (bodies, frame) = (args[0], args[1:]) if len(args) == 3 else (None, args)
     bodies = np.asarray(bodies)
-    E0n, r0n, S0 = _node_jacobian(model, q)
+    E0n, r0n, S0 = node_jacobian_batched(model, q)
     E0, r0 = body_frames_batched(model, bodies, E0n, r0n)
     node = topology(model).body_node[bodies]
     mask = support(model)[node]  # (K, nv) static
@@ -361,7 +362,7 @@ def point_position(model, q, body, point=None):
 
 
 def _point_position(model, q, p, bodies):
-    E0, r0 = body_frames_batched(model, bodies, *_node_poses(model, q))
+    E0, r0 = body_frames_batched(model, bodies, *node_poses_batched(model, q))
     return r0 + al.mtv(E0, p)
 
 
@@ -484,7 +485,7 @@ def body_velocity(model, q, qd, body, point=None, frame="world"):
 
 
 def _body_velocity(model, q, qd, p, bodies, frame):
-    E0, r0, v = body_frames_batched(model, bodies, *_node_velocities(model, q, qd))
+    E0, r0, v = body_frames_batched(model, bodies, *node_velocities_batched(model, q, qd))
     if frame == "body":
         return v
     return _world_motion_at(E0, r0, v, r0 + al.mtv(E0, p))
@@ -528,7 +529,7 @@ def body_acceleration(model, q, qd, qdd, body, point=None, frame="world"):
 
 
 def _body_acceleration(model, q, qd, qdd, p, bodies, frame):
-    E0, r0, v, a = body_frames_batched(model, bodies, *_node_accelerations(model, q, qd, qdd))
+    E0, r0, v, a = body_frames_batched(model, bodies, *node_accelerations_batched(model, q, qd, qdd))
     if frame == "body":
         return a
     return _world_acceleration_at(E0, r0, v, a, p)

@@ -20,7 +20,13 @@ from jaxtyping import Array, Float
 from ._core import algebra as al
 from ._core.checks import as_float, check_state
 from ._core.topology import topology
-from ._kinematics import _node_jacobian, _node_poses, body_frames_batched, run_native, support
+from ._kinematics import (
+    body_frames_batched,
+    node_jacobian_batched,
+    node_poses_batched,
+    run_native,
+    support,
+)
 from ._model import check_model
 
 __all__ = ["MarkerSet", "marker_jacobian", "marker_kinematics", "marker_positions"]
@@ -152,13 +158,13 @@ def _check(model, q, markers):
 
 
 def _positions(model, q, offsets, bodies):
-    E0, r0 = body_frames_batched(model, bodies, *_node_poses(model, q))
+    E0, r0 = body_frames_batched(model, bodies, *node_poses_batched(model, q))
     return r0 + al.mtv(E0, offsets)
 
 
 def _positions_jacobian(model, q, offsets, bodies):
     """Batch-trailing: positions ``(K, 3, B)`` and Jacobian ``(K, 3, nv, B)`` from one pass."""
-    E0n, r0n, S0 = _node_jacobian(model, q)  # S0: (nv, 6, B) world axes at the world origin
+    E0n, r0n, S0 = node_jacobian_batched(model, q)  # S0: (nv, 6, B) world axes at the world origin
     E0, r0 = body_frames_batched(model, np.asarray(bodies), E0n, r0n)
     P = r0 + al.mtv(E0, offsets)  # (K, 3, B) world
     node = topology(model).body_node[np.asarray(bodies)]

@@ -415,8 +415,8 @@ def check_model(model, name: str = "model") -> None:
 
 
 def is_coupled(model) -> bool:
-    """Whether ``model`` is a `CoupledModel` (the public functions then reduce the full
-    tree's quantities to the independent coordinates, see `jaxrbd._coupling`).
+    """Whether ``model`` is a `CoupledModel`. The public functions do not ask: each is made
+    once in `jaxrbd._api` from its plain door and its coupled variant (`jaxrbd._coupled`).
 
     Raises:
         TypeError: ``model`` is neither a `Model` nor a `CoupledModel` (`check_model`).

@@ -30,7 +30,7 @@ from ._core.jcalc import joint_velocity_terms
 from ._core.native_vmap import native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, sched
 from ._core.passes import velocities_accelerations
-from ._core.rows import place_rows
+from ._core.rows import node_rows, place_rows
 from ._core.topology import topology
 from ._kinematics import body_frames_batched
 from ._model import check_model
@@ -189,7 +189,7 @@ def regressor_batched(model, q, qd, qdd):
     s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
-    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    qdd_n = node_rows(qdd)
     a_world = gravity_acceleration(model, B, q.dtype)  # gravity as a world acceleration
     v, a, (E0, r0) = velocities_accelerations(
         s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a_world, with_X0=True

@@ -9,6 +9,7 @@ from ._core.jcalc import joint_velocity_terms, node_inertias
 from ._core.native_vmap import native_vmap
 from ._core.nodes import Xup_and_S, f_ext_nodes, gravity_acceleration, sched
 from ._core.passes import accumulate_forces, velocities_accelerations
+from ._core.rows import node_rows
 
 __all__ = ["rnea_batched", "rnea_single"]
 
@@ -22,7 +23,7 @@ def rnea_batched(model, q, qd, qdd, f_ext=None, gravity=True):
     s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
-    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    qdd_n = node_rows(qdd)
     a_world = gravity_acceleration(model, B, q.dtype)
     if not gravity:
         a_world = jnp.zeros_like(a_world)

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 
 from ._core import algebra as al
 from ._core.checks import as_float, check_state
-from ._energy import _com, _moving_inertias, _to_world, _world_inertias
-from ._kinematics import _node_accelerations, run_native
+from ._energy import com_from_inertias, forces_to_world, moving_inertias, world_inertias
+from ._kinematics import node_accelerations_batched, run_native
 
 __all__ = ["plane_vector", "zero_moment_point", "zmp_from"]
 
@@ -34,12 +34,12 @@ def plane_vector(name, x, dtype):
 
 def _momentum_rate_at_origin(model, q, qd, qdd):
     """``[L̇_O; ṗ]`` (world axes, world origin) ``(6, B)``, mass ``()`` and CoM ``(3, B)``."""
-    E0, r0, v, a = _node_accelerations(model, q, qd, qdd)
-    Ic = _moving_inertias(model)
+    E0, r0, v, a = node_accelerations_batched(model, q, qd, qdd)
+    Ic = moving_inertias(model)
     v, a = v[1:], a[1:]
     f = al.inertia_mul(Ic, a) + al.cross_force(v, al.inertia_mul(Ic, v))
-    tot, c = _com(_world_inertias(model, E0, r0))
-    return jnp.sum(_to_world(E0, r0, f), 0), tot[0], c
+    tot, c = com_from_inertias(world_inertias(model, E0, r0))
+    return jnp.sum(forces_to_world(E0, r0, f), 0), tot[0], c
 
 
 def zmp_from(hdot_O, mass, c, g, normal, point):

@@ -256,6 +256,7 @@ _SHARDED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_sharded_rollout_equals_unsharded(tmp_path):
     """4 host devices (a subprocess: this process already has one): a batch of 6, padded to
     8 and split 2 per device, equals the unsharded in-process rollouts."""

@@ -152,6 +152,7 @@ def two_devices(tmp_path_factory):
     return data, dict(np.load(tmp / "out.npz")), info
 
 
+@pytest.mark.slow
 def test_two_devices_equal_unsharded(two_devices):
     """Odd and even batches, each entry point, a batch of models and a call inside
     `jax.jit`: the numbers of the unsharded call in this process."""
@@ -188,6 +189,7 @@ def test_two_devices_equal_unsharded(two_devices):
     assert_allclose(out["ground_f"], info.force, **tol, name="ground_rollout forces")
 
 
+@pytest.mark.slow
 def test_two_devices_outputs_split(two_devices):
     """The shares run at the same time. A batch that is a multiple of the device count
     comes back split in equal shares; an odd one comes back whole on both devices (arrays

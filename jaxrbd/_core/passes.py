@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from . import algebra as al
 from .nodes import pad, pad_E
+from .rows import node_rows
 from .schedule import Schedule, add, backward_scan, forward_scan, put, take
 
 
@@ -97,7 +98,7 @@ def accumulate_forces(s: Schedule, E, r, f):
 def subtree_sums(x, s: Schedule):
     """``sum_{k in subtree(i)} x_k`` for every DoF ``i`` (``x (nv, k, B)``, one row per
     DoF): one backward scan over ``s`` adding each row into its parent's."""
-    x = pad(jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0), s)
+    x = pad(node_rows(x), s)
 
     def step(buf, idx, par, _):
         return add(buf, par, take(buf, idx))

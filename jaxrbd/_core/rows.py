@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["place_rows", "sum_rows", "take_rows"]
+__all__ = ["node_rows", "place_rows", "sum_rows", "take_rows"]
 
 #: `take_rows` gathers instead of slicing when the index splits into more runs than this.
 MAX_RUNS = 8
@@ -135,3 +135,14 @@ def take_rows(x, idx):
     ends = np.concatenate([breaks, [idx.size]])
     runs = [x[int(idx[a]):int(idx[a]) + int(b - a)] for a, b in zip(starts, ends)]
     return runs[0] if len(runs) == 1 else jnp.concatenate(runs, axis=0)
+
+
+def node_rows(x):
+    """Per-DoF rows ``(nv, ...)`` -> per-node rows ``(nn, ...)``: node ``n >= 1`` owns
+    DoF ``n - 1``, and the world (node 0) gets a row of zeros.
+
+    Example:
+        >>> node_rows(jnp.array([1.0, 2.0])).tolist()
+        [0.0, 1.0, 2.0]
+    """
+    return jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0)

@@ -30,7 +30,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .._jit import _nested, jit
+from .._jit import jit, nested
 from .backend import block_size
 from .native_vmap import blocked
 
@@ -317,7 +317,7 @@ def shard_batch(fn, devices, in_axes, *args, **static):
     B = _batch_size(args, in_axes)  # its errors name the whole batch, not one share
     run, mesh = _sharded(fn, devices, in_axes, static)
     finish = None
-    if _nested():  # inside a jit, the outer jit places the arguments
+    if nested():  # inside a jit, the outer jit places the arguments
         pass
     elif spans_processes(devices) and _process_parts(args, in_axes):
         args, _, finish = _from_parts(mesh, devices, args, in_axes)
@@ -368,7 +368,7 @@ def blocked_over_devices(one, arrays, devices, chunk=None):
     def run_local(*xs):
         return blocked(jax.vmap(one), xs, block, batch_first=True, in_batch_first=True)
 
-    if nd > 1 and not _nested() and spans_processes(devices) and _process_parts(
+    if nd > 1 and not nested() and spans_processes(devices) and _process_parts(
             arrays, (0,) * len(arrays)):
         mesh = Mesh(np.asarray(devices), (_AXIS,))
 
