@@ -45,14 +45,15 @@ def _cpu_name() -> str:
 
 
 def _compile(fn, args, shortcut: bool):
-    """``fn`` lowered and compiled with the shortcut on or off; (executable, seconds)."""
+    """``fn`` lowered and compiled with the shortcut on or off; (executable, seconds, HLO)."""
     original = aba.root_chain
+    jax.clear_caches()  # nothing traced with the other variant may be reused
     if not shortcut:
         aba.root_chain = lambda model, s, B: 0
     try:
         t0 = time.perf_counter()
         exe = jax.jit(fn).lower(*args).compile()
-        return exe, time.perf_counter() - t0
+        return exe, time.perf_counter() - t0, exe.as_text()
     finally:
         aba.root_chain = original
 
@@ -94,8 +95,9 @@ def main() -> None:
                 (model, Q, TAU)),
         }
         for name, (fn, fargs) in fns.items():
-            exe_a, ca = _compile(fn, fargs, shortcut=True)
-            exe_b, cb = _compile(fn, fargs, shortcut=False)
+            exe_a, ca, hlo_a = _compile(fn, fargs, shortcut=True)
+            exe_b, cb, hlo_b = _compile(fn, fargs, shortcut=False)
+            assert hlo_a != hlo_b, "both variants compiled to one program"
             np.testing.assert_allclose(exe_a(*fargs), exe_b(*fargs), rtol=1e-8, atol=1e-8)
             ta, tb = [], []
             for _ in range(args.rounds):
