@@ -246,9 +246,10 @@ def dispatch(plain: Callable, coupled: Callable | None = None) -> Callable:
     """The public function of ``plain`` (first argument a `Model`) and its coupled variant.
 
     The result checks that ``model`` is a model (`jaxrbd._model.check_model`), then calls
-    ``coupled`` on a `CoupledModel` and ``plain`` on a `Model` (or a stacked batch); with ``coupled=None`` a `CoupledModel` raises
-    `unsupported`. It carries ``plain``'s name, signature and docstring. The choice is
-    made at trace time, in Python: compiled programs hold one branch only.
+    ``coupled`` on a `CoupledModel` and ``plain`` on a `Model` (or a stacked batch); with
+    ``coupled=None`` a `CoupledModel` raises `unsupported`. It carries ``plain``'s name,
+    signature and docstring. The choice is made at trace time, in Python: compiled
+    programs hold one branch only.
 
     Example:
         >>> from jaxrbd._coupling import dispatch
