@@ -139,12 +139,12 @@ def test_function_level_imports_are_optional_dependencies_and_commented():
 
 def test_the_core_imports_no_algorithm():
     """`_core` is the machinery under every algorithm: besides itself it reads the joint
-    kinds' table (`joints`, host-side data) and `_jit` (the compiler options' entry, on
-    `_core.backend`)."""
+    kinds' table (`joints`, host-side data), `_model` (`check_model`) and `_jit` (the
+    compiler options' entry, on `_core.backend`)."""
     for name in MODULES:
         if name.startswith("jaxrbd._core"):
             above = {t for t in _graph()[name] if not t.startswith("jaxrbd._core")}
-            assert above <= {"jaxrbd._jit", "jaxrbd.joints"}, (name, above)
+            assert above <= {"jaxrbd._jit", "jaxrbd._model", "jaxrbd.joints"}, (name, above)
 
 
 @pytest.mark.parametrize("kernel", ["jaxrbd._aba", "jaxrbd._rnea", "jaxrbd._crba"])
