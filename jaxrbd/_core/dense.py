@@ -92,8 +92,7 @@ def _matmul(M, x):
 
 def _pick(P, x):
     """``x[p]`` for a one-hot ``P (n, n)`` (row ``i`` selects ``p_i``)."""
-    Pb = P.reshape(P.shape + (1,) * (x.ndim - 1))
-    return jnp.where(Pb, x[None], jnp.zeros((), x.dtype)).sum(axis=1)
+    return _matmul(P.astype(x.dtype), x)
 
 
 def ancestor_sum(t: DenseTables, x):
@@ -124,8 +123,8 @@ def world_transforms(t: DenseTables, E, r):
         return X[:, :9].reshape((n, 3, 3, B)), X[:, 9:]
 
     def step(X, p):
-        # the rows p by a masked sum, not a gather, whose transpose would be a scatter
-        # loop under `jax.grad`; E and r packed in one array: one kernel per step fewer
+        # the rows p by a one-hot product, not a gather, whose transpose would be a
+        # scatter loop under `jax.grad`; E and r packed in one array: one kernel fewer
         Xp = _pick(p[:, None] == rows[None], X)
         En, rn = al.compose(*split(X), *split(Xp))
         return jnp.concatenate([En.reshape((n, 9, B)), rn], axis=1), None

@@ -1,4 +1,4 @@
-"""Rows placed or summed at static indices: gathers on batches, masked sums on one state.
+"""Rows placed or summed at static indices: gathers on batches, 0/1 products on one state.
 
 XLA:CPU lowers a scatter (``x.at[idx].set(v)`` / ``.add(v)``) to a while loop with one
 iteration per index, and inside a batched program that loop runs once per batch block.
@@ -6,7 +6,7 @@ With the indices known at trace time (numpy), the same result is a gather from t
 stacked values with a constant index table, which XLA emits as one fused loop; the
 HLO-text tests in ``tests/test_rows.py`` check that batched programs keep no scatter
 loop. For values without a batch (trailing axis 1: one state, or per-model tables) a
-masked sum over a constant 0/1 table does it in one fused kernel, whose transpose under
+product with a constant 0/1 table does it in one kernel, whose transpose under
 `jax.grad` is no loop either (`_select_sum`); above `MAX_SELECT` the scatter stays.
 
 Both functions take numpy index arrays and arrays whose leading axis is the row axis;
@@ -26,17 +26,21 @@ MAX_RUNS = 8
 
 
 #: Largest ``rows out x rows in`` for which one state's rows are placed or summed by a
-#: masked sum (`_select_sum`) instead of a scatter.
+#: 0/1 product (`_select_sum`) instead of a scatter.
 MAX_SELECT = 1 << 14
 
 
 def _select_sum(P, src):
-    """``out[i] = sum_j P[i, j] src[j]`` for a constant 0/1 table ``P (n, k)``: one fused
-    select-and-reduce, whose transpose (for `jax.grad`) is a select too, where a scatter
-    or a gather's transpose is a while loop of one iteration per row on XLA:CPU. A
-    select, not a product: a NaN in one row stays in the rows that read it."""
-    Pb = jnp.asarray(P.reshape(P.shape + (1,) * (src.ndim - 1)))
-    return jnp.where(Pb, src[None], jnp.zeros((), src.dtype)).sum(axis=1)
+    """``out[i] = sum_j P[i, j] src[j]`` for a constant 0/1 table ``P (n, k)``, as one
+    matrix product: exact (each output sums its rows times one, plus zeros), one kernel,
+    and its transpose (for `jax.grad`) is a product too, where a scatter or a gather's
+    transpose is a while loop of one iteration per row on XLA:CPU. (A select-and-reduce
+    formulation measured slower: two kernels, benchmarks/LOG.md.) A NaN or inf in any
+    row of ``src`` reaches every output row."""
+    flat = src.reshape((src.shape[0], -1))
+    out = jnp.matmul(jnp.asarray(P, src.dtype), flat,
+                     precision="highest" if src.dtype == jnp.float32 else None)
+    return out.reshape((P.shape[0],) + src.shape[1:])
 
 
 def _unbatched(values) -> bool:
@@ -162,7 +166,7 @@ def take_static(x, idx, *, select=None):
     """``x[idx]`` for a static numpy ``idx`` along axis 0; a negative index reads zeros.
 
     One state's rows (``x`` with a trailing axis of 1) or a model's table
-    (``select=True``) are read by a masked sum (`_select_sum`) when it is small
+    (``select=True``) are read by a 0/1 product (`_select_sum`) when it is small
     (`MAX_SELECT`): under `jax.grad` a gather's transpose is a scatter, a while loop of
     one iteration per row on XLA:CPU. Batches keep the gather.
 
