@@ -29,7 +29,7 @@ from ._core.packing import pack, unpack
 from ._core.passes import velocities
 from ._core.rows import place_rows
 from ._core.schedule import add, put, scan_schedule, take
-from ._dense_dynamics import fd_dense, minv_times_dense
+from ._dense_dynamics import fd_dense, minv_times_dense, use_cholesky
 from ._model import is_coupled
 
 __all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"]
@@ -194,7 +194,7 @@ def velocity_pass(model, q, qd, f_ext=None):
 def aba_batched(model, q, qd, tau, f_ext=None):
     """ABA on the batch-trailing layout: ``q (nq, B)``, ``qd, tau (nv, B)`` -> ``qdd (nv, B)``."""
     B = q.shape[-1]
-    if sched(model, B, batch_width=ABA_WIDTH).dense:  # one state: H qdd = tau - C
+    if use_cholesky(sched(model, B, batch_width=ABA_WIDTH), q.dtype):  # H qdd = tau - C
         return fd_dense(model, q, qd, tau, f_ext)
     s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
     tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
@@ -256,7 +256,7 @@ def minv_times_batched(model, q, tau):
     """``H(q)^-1 tau`` on the batch-trailing layout; ``tau (nv, K)`` broadcasts against ``q (nq, B)``."""
     B = max(q.shape[-1], tau.shape[-1])
     s = sched(model, B, batch_width=ABA_WIDTH)
-    if s.dense and q.shape[-1] == 1:  # one state: a Cholesky solve
+    if use_cholesky(s, q.dtype) and q.shape[-1] == 1:  # one state: a Cholesky solve
         return minv_times_dense(model, q, jnp.broadcast_to(tau, (tau.shape[0], B)))
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)

@@ -54,7 +54,7 @@ from ._core.passes import subtree_sums, velocities_accelerations
 from ._core.rows import place_rows, sum_rows
 from ._core.schedule import add, forward_scan, put, scan_schedule, take
 from ._core.topology import Topology, topology
-from ._dense_dynamics import inverse_factor
+from ._dense_dynamics import inverse_factor, use_cholesky
 from ._model import is_coupled
 from ._parameters import regressor_from_motion
 
@@ -415,7 +415,7 @@ def _fd_core(model, q, qd, tau, f_ext):
     y, z = _node_vectors(nt)
     s = sched(model, B)
     F0 = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
-    if s.dense:  # one state: H from the node vectors, one Cholesky factorisation
+    if use_cholesky(s, q.dtype):  # one state: H from the node vectors, one Cholesky
         Hs = _pairs(_bf(y), _bf(nt["S"]))[0]  # y_i . S_j
         H = jnp.where(t.sub_v, Hs, jnp.where(t.anc_v, Hs.T, 0.0)) + jnp.diag(model.armature)
         L, Wt = inverse_factor(H)
