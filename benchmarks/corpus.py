@@ -14,6 +14,13 @@ error), and the largest relative error over a few random states of
   equalities, passive forces or actuators);
 - ``kin`` (MJCF): world poses of every MuJoCo body and site (``xpos``/``xmat``,
   ``site_xpos``/``site_xmat``) against `jaxrbd.forward_kinematics`;
+- ``actuation`` (MJCF, models with actuators): `jaxrbd.actuation` with the loader's
+  ``info.actuators`` against MuJoCo's ``qfrc_actuator`` (converted with
+  `jaxrbd.io.qfrc_to_tau`) at random ``qpos``, ``qvel``, ``ctrl`` (20 % beyond the control
+  ranges, so the clamps act) and ``act``, as the largest absolute difference (a row
+  passes within ``1e-10 · max(1, max |qfrc_actuator|)``); on
+  MuJoCo's side every actuator jaxrbd does not map is switched off (zero gear, gain and
+  bias), and the rows name those actuators and why (``unmapped_actuators``);
 
 where the relative error of an array is ``max |a - b| / max |b|``. Rows also give the
 largest condition number of ``H`` over the states: forward dynamics cannot be expected to
@@ -27,10 +34,13 @@ Usage (from the repository root)::
     PYTHONPATH=. python benchmarks/corpus.py --menagerie /path/to/mujoco_menagerie
     PYTHONPATH=. python benchmarks/corpus.py --quick          # a few robots of each
     PYTHONPATH=. python benchmarks/corpus.py --only mjcf --filter unitree
+    PYTHONPATH=. python benchmarks/corpus.py --only mjcf --actuation-only --standin-meshes
 
 ``--menagerie`` defaults to ``$MENAGERIE_ROOT``; the MJCF part is skipped (and says so)
 when neither is given. Writes ``benchmarks/results/corpus.json`` (``corpus_quick.json``
-with ``--quick``).
+with ``--quick``, ``corpus_actuation.json`` with ``--actuation-only``, which runs the MJCF
+actuation comparison alone). The rigid-body comparisons load MJCF models with
+``joint_equalities="independent"``: MuJoCo's mass matrix is that of the full tree.
 """
 
 from __future__ import annotations
@@ -75,6 +85,14 @@ QUICK_URDF = ("double_pendulum.urdf", "solo12.urdf", "talos_reduced.urdf", "rome
 QUICK_MJCF = ("franka_emika_panda/panda.xml", "unitree_h1/h1.xml", "agility_cassie/cassie.xml",
               "robotiq_2f85/2f85.xml")
 TOL = 1e-9
+#: Largest difference between `jaxrbd.actuation` and MuJoCo's ``qfrc_actuator``, relative to
+#: ``max(1, max |qfrc_actuator|)`` (stiff position servos reach 1e6 N·m: rounding, not a bug).
+ACT_TOL = 1e-10
+
+
+def _actuation_ok(row) -> bool:
+    err = row["err_actuation"]
+    return bool(np.isfinite(err) and err <= ACT_TOL * max(1.0, row["actuation_scale"]))
 
 
 def rel(a, b) -> float:
@@ -367,7 +385,54 @@ def _compile_with_standins(mujoco, path):
     return spec.compile(), sorted(set(missing.values())), sorted(from_geoms)
 
 
-def run_mjcf_case(name, path, nstates, seed, standins=False):
+def _actuation(model, acts, qpos, qvel, ctrl, act, qfrc):
+    v = jio.qvel_to_v(model, qpos, qvel)
+    return jaxrbd.actuation(model, qpos, v, ctrl, acts, act), jio.qfrc_to_tau(model, qpos, qfrc)
+
+
+ACTUATION = jax.jit(jax.vmap(_actuation, in_axes=(None, None, 0, 0, 0, 0, 0)))
+
+
+def compare_actuation(mujoco, m, model, acts, nstates, rng) -> dict:
+    """``err_actuation``: max |actuation - qfrc_actuator| over ``nstates`` random states,
+    with the actuators jaxrbd does not map switched off on MuJoCo's side (zero gear)."""
+    import copy
+
+    mm = copy.deepcopy(m)
+    # Switch off what jaxrbd does not map: zero force (a body transmission's moment
+    # ignores the gear, so the gain and bias go to zero too, and the force range).
+    off = [i for i, ok in enumerate(acts.mapped) if not ok]
+    mm.actuator_gear[off] = 0.0
+    mm.actuator_gaintype[off] = int(mujoco.mjtGain.mjGAIN_FIXED)
+    mm.actuator_biastype[off] = int(mujoco.mjtBias.mjBIAS_NONE)
+    mm.actuator_gainprm[off] = 0.0
+    mm.actuator_biasprm[off] = 0.0
+    mm.actuator_forcelimited[off] = 0
+    d = mujoco.MjData(mm)
+    lo, hi = mm.actuator_ctrlrange[:, 0], mm.actuator_ctrlrange[:, 1]
+    lim = np.asarray(mm.actuator_ctrllimited, bool) & (hi > lo)
+    width = np.where(lim, hi - lo, 2.0)
+    mid = np.where(lim, (hi + lo) / 2, 0.0)
+    S = {k: [] for k in ("qpos", "qvel", "ctrl", "act", "qfrc")}
+    for _ in range(nstates):
+        qpos = _mj_random_state(mujoco, mm, rng)
+        qvel = rng.uniform(-1, 1, mm.nv)
+        ctrl = mid + 0.6 * width * rng.uniform(-1, 1, mm.nu)  # 20 % beyond each side
+        act = rng.uniform(-1, 1, mm.na)
+        d.qpos[:], d.qvel[:], d.ctrl[:], d.act[:] = qpos, qvel, ctrl, act
+        mujoco.mj_forward(mm, d)
+        for k, x in (("qpos", qpos), ("qvel", qvel), ("ctrl", ctrl), ("act", act),
+                     ("qfrc", d.qfrc_actuator)):
+            S[k].append(np.array(x))
+    tau, ref = ACTUATION(model, acts, *(jnp.asarray(np.array(S[k]))
+                                        for k in ("qpos", "qvel", "ctrl", "act", "qfrc")))
+    tau, ref = np.asarray(tau), np.asarray(ref)
+    return dict(err_actuation=float(np.abs(tau - ref).max()),
+                actuation_scale=float(np.abs(ref).max()),
+                nu=int(m.nu), mapped_actuators=int(sum(acts.mapped)))
+
+
+def run_mjcf_case(name, path, nstates, seed, standins=False, actuation_only=False):
     import mujoco
 
     row = dict(corpus="mjcf", name=name, file=name)
@@ -391,7 +456,8 @@ def run_mjcf_case(name, path, nstates, seed, standins=False):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            model, info = jio.load_mjcf(m, return_info=True, warn_unmapped=False)
+            model, info = jio.load_mjcf(m, return_info=True, warn_unmapped=False,
+                                        joint_equalities="independent")
         except Exception as e:
             row.update(status="load_error", error=_short(e), warnings=_warned(caught))
             traceback.print_exc()
@@ -399,6 +465,20 @@ def run_mjcf_case(name, path, nstates, seed, standins=False):
     row.update(nq=model.nq, nv=model.nv, warnings=_warned(caught),
                unmapped=sorted(info.unmapped),
                equality_rows=0 if info.constraints is None else info.constraints.size)
+    row["unmapped_actuators"] = {k: v for k, v in info.unmapped.items() if k.startswith("actuator")}
+    if actuation_only:
+        if info.actuators is None:
+            row.update(status="no_actuators")
+        else:
+            try:
+                row.update(compare_actuation(mujoco, m, model, info.actuators, nstates,
+                                             np.random.default_rng(seed)))
+                row["status"] = "ok" if _actuation_ok(row) else "mismatch"
+            except Exception as e:
+                row.update(status="compare_error", error=_short(e))
+                traceback.print_exc()
+        row["seconds"] = round(time.perf_counter() - t0, 2)
+        return row
     try:
         d = mujoco.MjData(m)
         # Contacts and constraints play no part in M, qfrc_bias or mj_rne; skipping them
@@ -446,6 +526,10 @@ def run_mjcf_case(name, path, nstates, seed, standins=False):
         )
         errs = [row["err_H"], row["err_rnea"], row["err_aba"], row["err_kin"]]
         row["status"] = "ok" if all(np.isfinite(e) and e <= TOL for e in errs) else "mismatch"
+        if info.actuators is not None:
+            row.update(compare_actuation(mujoco, m, model, info.actuators, nstates, rng))
+            if not _actuation_ok(row):
+                row["status"] = "mismatch"
     except Exception as e:
         row.update(status="compare_error", error=_short(e))
         traceback.print_exc()
@@ -461,10 +545,14 @@ def _fmt_err(x):
 
 
 def _print_row(r):
-    errs = " ".join(f"{k}={_fmt_err(r.get('err_' + k))}" for k in ("H", "rnea", "aba", "kin")
-                    if ("err_" + k) in r)
+    errs = " ".join(f"{k}={_fmt_err(r.get('err_' + k))}"
+                    for k in ("H", "rnea", "aba", "kin", "actuation") if ("err_" + k) in r)
+    if "nu" in r:
+        errs += f" actuators {r['mapped_actuators']}/{r['nu']} mapped"
     sizes = f"nq={r.get('nq', r.get('oracle_nq', '-'))} nv={r.get('nv', r.get('oracle_nv', '-'))}"
     tail = errs if r["status"] in ("ok", "mismatch") else r.get("error", "")
+    if r["status"] == "no_actuators":
+        tail = "no actuators"
     if r.get("aba_note"):
         tail += " aba: " + r["aba_note"]
     if "cond_H" in r:
@@ -483,7 +571,25 @@ def summary(rows, corpus):
     oracle_ok = [r for r in rs if r["status"] != "oracle_error"]
     worst = max((max(r.get(k) or 0.0 for k in ("err_H", "err_rnea", "err_aba", "err_kin"))
                  for r in rs if r["status"] in ("ok", "mismatch")), default=None)
-    return dict(
+    act = [r for r in rs if "err_actuation" in r]
+    extra = {}
+    if act:
+        unmapped: dict[str, int] = {}
+        for r in act:
+            for why, names in r.get("unmapped_actuators", {}).items():
+                unmapped[why] = unmapped.get(why, 0) + len(names)
+        extra = dict(
+            actuation_models=len(act),
+            actuation_within_tol=sum(_actuation_ok(r) for r in act),
+            actuation_within_abs_tol=sum(r["err_actuation"] <= ACT_TOL for r in act),
+            actuation_worst_abs=max(r["err_actuation"] for r in act),
+            actuation_worst_rel=max(r["err_actuation"] / max(1.0, r["actuation_scale"]) for r in act),
+            actuators=sum(r["nu"] for r in act),
+            actuators_mapped=sum(r["mapped_actuators"] for r in act),
+            models_all_actuators_mapped=sum(r["mapped_actuators"] == r["nu"] for r in act),
+            unmapped_actuators_by_reason=unmapped,
+        )
+    return dict(**extra,
         corpus=corpus, cases=len(rs), oracle_loads=len(oracle_ok), ok=count("ok"),
         mismatch=count("mismatch"), load_error=count("load_error"),
         compare_error=count("compare_error"), oracle_error=count("oracle_error"),
@@ -503,6 +609,8 @@ def main(argv=None):
     p.add_argument("--standin-meshes", action="store_true",
                    help="compile MJCF models whose mesh files are missing with small cubes in their "
                         "place (rows say which files and which bodies' inertias that changes)")
+    p.add_argument("--actuation-only", action="store_true",
+                   help="run only the MJCF actuation comparison (writes corpus_actuation.json)")
     p.add_argument("--states", type=int, default=3, help="random states per robot (default 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--update", action="store_true",
@@ -528,7 +636,8 @@ def main(argv=None):
             except ImportError:
                 notes.append("MJCF corpus skipped: mujoco is not installed")
             else:
-                cases += [(run_mjcf_case, (name, path, args.states, args.seed, args.standin_meshes))
+                cases += [(run_mjcf_case, (name, path, args.states, args.seed, args.standin_meshes,
+                                           args.actuation_only))
                           for name, path in mjcf_cases(Path(args.menagerie), args.quick, args.filter)]
     if args.jobs > 1:
         import concurrent.futures as cf
@@ -558,7 +667,8 @@ def main(argv=None):
         pass
     if args.menagerie:
         meta["menagerie"] = str(args.menagerie)
-    out = args.out or common.RESULTS / ("corpus_quick.json" if args.quick else "corpus.json")
+    default = "corpus_actuation.json" if args.actuation_only else "corpus.json"
+    out = args.out or common.RESULTS / ("corpus_quick.json" if args.quick else default)
     if args.update and Path(out).is_file():
         import json
 
@@ -578,6 +688,15 @@ def main(argv=None):
             + (f"; {s['with_standin_meshes']} compiled with stand-in meshes "
                f"({s['standin_inertia']} with inertias from them)" if s["with_standin_meshes"] else "")
         )
+        if "actuation_models" in s:
+            print(f"SUMMARY actuation: {s['actuation_models']} models with actuators, "
+                  f"{s['actuation_within_tol']} within {ACT_TOL:g} · max(1, |qfrc_actuator|) "
+                  f"({s['actuation_within_abs_tol']} within {ACT_TOL:g} absolute; worst "
+                  f"{_fmt_err(s['actuation_worst_abs'])} absolute, "
+                  f"{_fmt_err(s['actuation_worst_rel'])} relative); {s['actuators_mapped']} of "
+                  f"{s['actuators']} actuators mapped, all mapped in "
+                  f"{s['models_all_actuators_mapped']} models; unmapped by reason: "
+                  f"{s['unmapped_actuators_by_reason']}")
     common.write_json(out, rows, meta, summary=sums, notes=notes, tolerance=TOL,
                       states=args.states, seed=args.seed, standin_meshes=args.standin_meshes)
     print(f"wrote {out}")

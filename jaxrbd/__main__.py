@@ -14,10 +14,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import equinox as eqx
+import jax
+
+from . import __version__
+from ._cli_tools import bench, info, view
+from ._demo import run
+
 
 def _demo(args: argparse.Namespace) -> int:
-    from ._demo import run
-
     run(
         models=args.model or ("triple_pendulum", "humanoid"),
         batch=args.batch,
@@ -29,8 +34,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from ._cli_tools import info
-
     try:
         print(info(args.urdf, floating_base=args.floating_base))
     except (OSError, ValueError) as e:
@@ -40,8 +43,6 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from ._cli_tools import bench
-
     try:
         bench(args.urdf, floating_base=args.floating_base, batches=args.batch or (1, 128, 4096),
               repeats=args.repeats, float32=args.float32)
@@ -52,8 +53,6 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from ._cli_tools import view
-
     try:
         return view(args.robot, floating_base=args.floating_base, host=args.host, port=args.port,
                     package_dirs=args.package_dir or (), collision=args.collision,
@@ -64,11 +63,6 @@ def _view(args: argparse.Namespace) -> int:
 
 
 def _version(args: argparse.Namespace) -> int:
-    import equinox as eqx
-    import jax
-
-    from . import __version__
-
     print(f"jaxrbd {__version__}, jax {jax.__version__}, equinox {eqx.__version__}")
     print(f"devices: {', '.join(str(d) for d in jax.devices())}")
     return 0

@@ -5,14 +5,11 @@ Every node has one DoF, so ``U`` is a 6-vector and ``D`` a scalar in every step.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
 from ._aba_root import root_acceleration, root_bias, root_chain, root_inertia
 from ._core import algebra as al
-from ._core.checks import check_f_ext, check_state
 from ._core.jcalc import joint_velocity_terms, node_inertias
 from ._core.native_vmap import native_vmap
 from ._core.nodes import (
@@ -27,12 +24,11 @@ from ._core.nodes import (
 )
 from ._core.packing import pack, unpack
 from ._core.passes import velocities
-from ._core.rows import place_rows
+from ._core.rows import node_rows, place_rows
 from ._core.schedule import add, put, scan_schedule, take
 from ._dense_dynamics import fd_dense, minv_times_dense, use_cholesky
-from ._model import is_coupled
 
-__all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"]
+__all__ = ["aba_batched", "aba_single", "minv_times_batched", "node_armature", "project", "velocity_pass"]
 
 #: Nodes per step of the articulated-body passes on batches under ``traversal="auto"``
 #: (see `jaxrbd._core.backend.traversal`): one node per step updates the carried buffer in
@@ -40,7 +36,7 @@ __all__ = ["aba_batched", "forward_dynamics", "minv_times", "minv_times_batched"
 ABA_WIDTH = 1
 
 
-def _project(A, Bk, C, Si, pi, taui, armi=None):
+def project(A, Bk, C, Si, pi, taui, armi=None):
     """``U = IA S``, ``D = S^T U + armature``, ``u = tau - S^T pA`` and ``IA - U U^T / D``.
 
     The armature (reflected rotor inertia) adds to ``D`` only: it is inertia felt by the
@@ -65,7 +61,7 @@ def _project(A, Bk, C, Si, pi, taui, armi=None):
 
 def node_armature(model, B):
     """The armature of every node, world row 0 included: ``(nn, B)``."""
-    arm = jnp.concatenate([jnp.zeros((1,), model.armature.dtype), model.armature])
+    arm = node_rows(model.armature)
     return jnp.broadcast_to(arm[:, None], (arm.shape[0], B))
 
 
@@ -95,12 +91,12 @@ def _inertia_pass(s, E, r, S, Ic, arm, c=None, pA=None, tau=None, root=0):
         Ei, ri, Si, armi = x[:4]
         A, Bk, C, pi = unpack(take(buf, idx, once=True))
         if pA is None:
-            U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None, armi)
+            U, Dinv, _, Ia = project(A, Bk, C, Si, None, None, armi)
             ys = jnp.concatenate([U, Dinv[..., None, :]], axis=-2)
             contrib = pack(*al.XT_blocks_X(Ei, ri, *Ia))
         else:
             ci, taui = x[4:]
-            U, Dinv, u, Ia = _project(A, Bk, C, Si, pi, taui, armi)
+            U, Dinv, u, Ia = project(A, Bk, C, Si, pi, taui, armi)
             pa = pi + al.blocks_mul(*Ia, ci) + U * (Dinv * u)[..., None, :]
             ys = jnp.concatenate([U, Dinv[..., None, :], u[..., None, :]], axis=-2)
             contrib = pack(*al.XT_blocks_X(Ei, ri, *Ia), al.XT_force(Ei, ri, pa))
@@ -197,7 +193,7 @@ def aba_batched(model, q, qd, tau, f_ext=None):
     if use_cholesky(sched(model, B, batch_width=ABA_WIDTH), q.dtype):  # H qdd = tau - C
         return fd_dense(model, q, qd, tau, f_ext)
     s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
-    tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
+    tau_n = node_rows(tau)
     k = root_chain(model, s, B)
     arm = node_armature(model, B)
     (U, Dinv, u), root = _inertia_pass(s, E, r, S, Ic, arm, c=c, pA=pA, tau=tau_n, root=k)
@@ -207,49 +203,9 @@ def aba_batched(model, q, qd, tau, f_ext=None):
 
 #: single-state ABA; ``f_ext`` may be None (`native_vmap`'s optional arguments). The
 #: lambda looks `aba_batched` up at each trace, so a patched module function is used.
-_aba = native_vmap(lambda m, q, qd, tau, f: aba_batched(m, q, qd, tau, f))
+aba_single = native_vmap(lambda m, q, qd, tau, f: aba_batched(m, q, qd, tau, f))
 
 
-def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba", *, derivatives="analytic"):
-    """Joint accelerations, by the articulated-body algorithm in O(nbodies) (default).
-
-    Args:
-        model: a `Model`.
-        q: configuration `(nq,)`; quaternion blocks need not be normalised.
-        qd: velocities `(nv,)` [rad/s | m/s]; body coordinates for free joints.
-        tau: generalized forces `(nv,)` [N m | N]; ``[n; f]`` in body coordinates for
-            free joints.
-        f_ext: optional `(nbodies, 6)` spatial forces in world coordinates at the world
-            origin; row 0 is ignored.
-        method: ``"aba"`` (articulated-body algorithm) or ``"crba"`` (mass matrix by
-            the CRBA, then a Cholesky solve; O(n^3) but often as fast for small n).
-        derivatives: how `jax.jvp`, `jax.grad`, `jax.jacfwd`, ... differentiate this
-            call (either method): ``"analytic"`` (default), a JVP rule built on
-            `forward_dynamics_derivatives` (Carpentier & Mansard 2018; model leaves by
-            AD of the plain code); ``"ad"``, automatic differentiation through the
-            recursions, kept for checking the rule. The value is the same.
-
-    Returns:
-        `qdd`, `(nv,)`, such that `inverse_dynamics(model, q, qd, qdd, f_ext) == tau`.
-
-    Raises:
-        ValueError: wrong shapes or an unknown method.
-
-    Example:
-        >>> qdd = jaxrbd.forward_dynamics(model, q, jnp.zeros(model.nv), tau)
-    """
-    if is_coupled(model):
-        return _coupling.forward_dynamics(model, q, qd, tau, f_ext, method)
-    with jax.named_scope("jaxrbd.forward_dynamics"):
-        q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
-        f_ext = check_f_ext(model, f_ext)
-        if method not in ("aba", "crba"):
-            raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
-        from . import _analytic_rules as rules
-
-        if rules.check_derivatives(derivatives) == "analytic":
-            return rules.forward_dynamics(model, q, qd, tau, f_ext, method)
-        return rules.forward_dynamics_ad(model, q, qd, tau, f_ext, method)
 
 
 def minv_times_batched(model, q, tau):
@@ -264,50 +220,8 @@ def minv_times_batched(model, q, tau):
     # the inertia pass runs on q's batch only (tau's right-hand sides broadcast later)
     arm = node_armature(model, q.shape[-1])
     (U, Dinv), root = _inertia_pass(s, E, r, S, Ic, arm, root=k)
-    tau_n = jnp.concatenate([jnp.zeros_like(tau[:1]), tau], axis=0)
+    tau_n = node_rows(tau)
     u, u_root = _bias_pass(s, E, r, S, U, Dinv, tau_n, root)
     a_world = jnp.zeros((6, 1), tau.dtype)
     root = None if root is None else root + (u_root,)
     return _acceleration_pass(s, E, r, S, None, U, Dinv, u, a_world, root)
-
-
-def minv_times(model, q, tau, *, derivatives="analytic"):
-    """``H(q)^-1 tau`` in O(n) per right-hand side, reusing the articulated inertias.
-
-    RBDL's ``CalcMInvTimesTau``: one backward pass for the articulated inertias, then a
-    bias pass and an acceleration pass (ABA with ``qd = 0`` and no gravity) for all
-    right-hand sides together.
-
-    Args:
-        q: `(nq,)`.
-        tau: `(nv,)` or `(nv, K)` (K right-hand sides).
-        derivatives: ``"analytic"`` (default): JVPs as ``H^-1 (dtau - dH x)`` with
-            ``dH x`` from the analytic RNEA derivatives; ``"ad"``: automatic
-            differentiation through the passes (for checking). See `forward_dynamics`.
-
-    Returns:
-        ``H^-1 tau`` with the shape of `tau`.
-
-    Example:
-        >>> x = jaxrbd.minv_times(model, q, jnp.eye(model.nv))   # = inv(H)
-    """
-    if is_coupled(model):
-        return _coupling.minv_times(model, q, tau)
-    with jax.named_scope("jaxrbd.minv_times"):
-        (q,) = check_state(model, q=q)
-        from ._core.checks import _as_float
-
-        tau = _as_float("tau", tau, model.dtype)
-        if tau.ndim not in (1, 2) or tau.shape[0] != model.nv:
-            raise ValueError(
-                f"tau has shape {tau.shape}, expected ({model.nv},) or ({model.nv}, K) "
-                "= (model.nv,) or (model.nv, K)"
-            )
-        t2 = tau if tau.ndim == 2 else tau[:, None]
-        from . import _analytic_rules as rules
-
-        if rules.check_derivatives(derivatives) == "analytic":
-            out = rules.minv_times(model, q, t2)
-        else:
-            out = rules.minv_times_ad(model, q, t2)
-        return out if tau.ndim == 2 else out[:, 0]

@@ -7,7 +7,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["Body", "Transform", "check_inertia", "inertia_inconsistency", "INERTIA_CHECKS"]
+__all__ = [
+    "Body", "Transform", "check_inertia", "inertia_inconsistency", "INERTIA_CHECKS",
+    "NEGATIVE_MOMENT_RTOL",
+]
 
 
 #: what the builder and the loaders do with a physically inconsistent inertia
@@ -23,20 +26,35 @@ def check_inertia_option(inertia_check: str) -> str:
     return inertia_check
 
 
-def inertia_inconsistency(mass: float, inertia: np.ndarray) -> str | None:
-    """Why a finite, symmetric rotational inertia is not physical, or ``None``.
+#: A principal moment below ``-NEGATIVE_MOMENT_RTOL`` times the largest principal moment
+#: (in magnitude) is not rounding: `check_inertia` refuses it unless ``inertia_check`` is
+#: ``"ignore"``. Published files keep loading: TIAGo's antennas (-39 %) and Romeo's trunk
+#: (-22 %, example-robot-data) warn, as Pinocchio loads them.
+NEGATIVE_MOMENT_RTOL = 0.5
+
+
+def inertia_inconsistency(mass: float, inertia: np.ndarray) -> tuple[str, bool] | None:
+    """Why a finite, symmetric rotational inertia is not physical, and whether that is
+    severe; ``None`` for a physical one.
 
     Rounding in CAD exports leaves many real inertias slightly outside the physical set
     (principal moments violating the triangle inequality by a fraction of a percent,
-    eigenvalues of -1e-8): the message says by how much, so a user can judge.
+    eigenvalues of -1e-8): those are mild, and the message says by how much, so a user
+    can judge. A principal moment below ``-NEGATIVE_MOMENT_RTOL`` times the largest (in
+    magnitude) is severe: such a body can turn a push into an acceleration against it.
     """
     scale = max(1.0, float(np.abs(inertia).max()))
     eig = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
     tol = 1e-10 * scale
     if eig[0] < -tol:
+        big = float(np.abs(eig).max())
+        severe = eig[0] < -NEGATIVE_MOMENT_RTOL * big
         return (
             f"inertia is not positive semidefinite (eigenvalues {eig.tolist()}; smallest "
-            f"{eig[0]:.3g})"
+            f"{eig[0]:.3g}, {100 * -eig[0] / big:.3g} % of the largest in magnitude"
+            + (f", beyond the {100 * NEGATIVE_MOMENT_RTOL:g} % that rounding may explain)"
+               if severe else ")"),
+            bool(severe),
         )
     # Principal moments of a real body satisfy the triangle inequality.
     if eig[0] + eig[1] < eig[2] - tol:
@@ -44,7 +62,8 @@ def inertia_inconsistency(mass: float, inertia: np.ndarray) -> str | None:
         return (
             f"inertia violates the triangle inequality (principal moments {eig.tolist()}: "
             f"{eig[0]:.6g} + {eig[1]:.6g} < {eig[2]:.6g}, by {excess:.3g} = "
-            f"{100 * excess / max(eig[2], 1e-300):.3g} % of the largest)"
+            f"{100 * excess / max(eig[2], 1e-300):.3g} % of the largest)",
+            False,
         )
     return None
 
@@ -52,12 +71,17 @@ def inertia_inconsistency(mass: float, inertia: np.ndarray) -> str | None:
 def check_inertia(
     name: str, mass: float, com: np.ndarray, inertia: np.ndarray, inertia_check: str = "error"
 ) -> str | None:
-    """Check ``(mass, com, inertia)`` of body ``name``.
+    """Check ``(mass, com, inertia)`` of body ``name``, by severity.
 
     Non-finite numbers, a negative mass, wrong shapes and a non-symmetric inertia always
-    raise ``ValueError`` naming the body. A finite, symmetric but physically inconsistent
-    inertia (`inertia_inconsistency`) raises under ``inertia_check="error"`` and is
-    returned as a message otherwise (the builder gathers them into one warning).
+    raise ``ValueError`` naming the body (parallel-axis terms that overflow are refused
+    where they are formed, `jaxrbd._builder.inertia_vector`). A finite, symmetric but
+    physically inconsistent inertia (`inertia_inconsistency`) raises under
+    ``inertia_check="error"``; under ``"warn"`` a mild one (rounding: the triangle
+    inequality, slightly negative moments) is returned as a message (the builder
+    gathers them into one warning) and a severe one (a principal moment below
+    ``-NEGATIVE_MOMENT_RTOL`` of the largest) raises; under ``"ignore"`` every finite
+    inertia is kept.
     """
     if not np.isfinite(mass):
         raise ValueError(f"body {name!r}: mass {mass} is not finite")
@@ -73,9 +97,12 @@ def check_inertia(
     if not np.allclose(inertia, inertia.T, rtol=0.0, atol=1e-9 * scale):
         raise ValueError(f"body {name!r}: inertia is not symmetric:\n{inertia}")
     why = inertia_inconsistency(mass, inertia)
-    if why is not None and check_inertia_option(inertia_check) == "error":
-        raise ValueError(f"body {name!r}: {why}")
-    return why
+    if why is None or check_inertia_option(inertia_check) == "ignore":
+        return None if why is None else why[0]
+    if inertia_check == "error" or why[1]:
+        hint = "" if inertia_check == "error" else " (inertia_check='ignore' keeps it as given)"
+        raise ValueError(f"body {name!r}: {why[0]}{hint}")
+    return why[0]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,20 +9,36 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from ._body import Body, Transform, check_inertia_option
+from ._body import Body, Transform, check_inertia_option, inertia_inconsistency
+from ._coupling import couple
 from ._model import CoupledModel, Model
-from .joints import JointSpec
+from .joints import JointSpec, fixed
 
 __all__ = ["ModelBuilder", "inertia_vector"]
 
 
-def inertia_vector(mass: float, com: np.ndarray, inertia_c: np.ndarray) -> np.ndarray:
-    """``[m, m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` with I about the body origin."""
+def inertia_vector(
+    mass: float, com: np.ndarray, inertia_c: np.ndarray, name: str = "?"
+) -> np.ndarray:
+    """``[m, m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` with I about the body origin.
+
+    Raises:
+        ValueError: finite inputs whose parallel-axis terms overflow float64 (a mass of
+            1e300 at 1e200 m), naming body ``name``.
+    """
     cx = np.array([[0, -com[2], com[1]], [com[2], 0, -com[0]], [-com[1], com[0], 0]])
-    Io = inertia_c + mass * cx @ cx.T  # parallel-axis theorem
-    return np.array(
-        [mass, *(mass * com), Io[0, 0], Io[0, 1], Io[1, 1], Io[0, 2], Io[1, 2], Io[2, 2]]
-    )
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked just below
+        Io = inertia_c + mass * cx @ cx.T  # parallel-axis theorem
+        row = np.array(
+            [mass, *(mass * com), Io[0, 0], Io[0, 1], Io[1, 1], Io[0, 2], Io[1, 2], Io[2, 2]]
+        )
+    if not np.all(np.isfinite(row)):
+        raise ValueError(
+            f"body {name!r}: mass {mass:.3g} with centre of mass {np.asarray(com).tolist()} "
+            "overflows: the first moment m c or the parallel-axis term m |c|^2 is not "
+            "finite in float64"
+        )
+    return row
 
 
 @dataclasses.dataclass
@@ -146,7 +162,9 @@ class ModelBuilder:
             effort_limit: bound on ``|tau|``, as ``velocity_limit``.
             damping: viscous damping coefficients (``>= 0``, default 0), kept on the
                 model as data (see `Model`).
-            friction: dry friction coefficients, as ``damping``.
+            friction: dry friction coefficients, as ``damping``; a negative one (as
+                least-squares identification may return) is kept with a warning at
+                `build`, and `jaxrbd.passive_forces` refuses it.
             stiffness: joint spring stiffness (``>= 0``, default 0), as ``damping``.
             spring_reference: where the joint spring is relaxed, one per ``q``
                 coordinate (default: the joint's neutral configuration).
@@ -184,8 +202,8 @@ class ModelBuilder:
         if why is not None and self.inertia_check == "warn":
             self._inconsistent.append((name, why))
         self._entries.append(
-            _Entry(name, pid, joint, inertia_vector(mass, com, Ic), R.T.copy(), p.copy(), jname,
-                   limits)
+            _Entry(name, pid, joint, inertia_vector(mass, com, Ic, name), R.T.copy(), p.copy(),
+                   jname, limits)
         )
         self._ids[name] = len(self._entries)
         return len(self._entries)
@@ -404,8 +422,6 @@ class ModelBuilder:
 
     def _build_with_rotors(self, dtype, mode):
         """``build`` with the rotors: as coupled bodies, or as armature."""
-        from ._coupling import couple
-
         if mode == "armature":
             extra = {}
             for r in self._rotors:
@@ -422,7 +438,7 @@ class ModelBuilder:
             joint = JointSpec("screw", "revolute", np.concatenate([r.axis, np.zeros(3)])[None])
             limits = _joint_limits(r.name, joint, None, None, None, None, None, None)
             rotor_entries.append(_Entry(
-                r.name, r.carrier, joint, inertia_vector(r.mass, r.com, r.inertia), np.eye(3),
+                r.name, r.carrier, joint, inertia_vector(r.mass, r.com, r.inertia, r.name), np.eye(3),
                 r.position.copy(), r.name, limits,
             ))
         base = self._build(self._entries + rotor_entries, dtype, stacklevel=4)
@@ -436,6 +452,15 @@ class ModelBuilder:
                 f"{len(self._inconsistent)} bodies have physically inconsistent inertias "
                 f"(kept as given; inertia_check='error' refuses them, 'ignore' silences "
                 f"this):\n{lines}",
+                UserWarning,
+                stacklevel=stacklevel,
+            )
+        negative = [e.joint_name for e in entries if (e.limits["friction"] < 0).any()]
+        if negative:
+            warnings.warn(
+                f"joints {negative} have negative dry friction (kept as data, as "
+                "identification by least squares returns it; jaxrbd.passive_forces refuses "
+                "a negative friction coefficient)",
                 UserWarning,
                 stacklevel=stacklevel,
             )
@@ -474,6 +499,14 @@ class ModelBuilder:
             nq += e.joint.nq
         nv = len(node_parent) - 1
         moving = [e for e in entries if e.joint.kind != "fixed"]
+        with np.errstate(over="ignore"):
+            overflow = ~np.isfinite(inertia.astype(np.dtype(dtype))).all(axis=1)
+        if overflow.any():
+            raise ValueError(
+                f"bodies {[names[b] for b in np.flatnonzero(overflow)]}: the inertial "
+                f"parameters overflow {np.dtype(dtype).name} (largest magnitude "
+                f"{np.abs(inertia[overflow]).max():.3g})"
+            )
 
         def cat(key, n):
             parts = [e.limits[key] for e in moving]
@@ -511,8 +544,6 @@ class ModelBuilder:
 
 
 def _fixed():
-    from .joints import fixed
-
     return fixed()
 
 
@@ -521,9 +552,9 @@ _QUATERNION_COORDS = {"spherical": slice(0, 4), "free": slice(3, 7)}
 
 
 def _inconsistency(mass, Ic):
-    from ._body import inertia_inconsistency
-
-    return inertia_inconsistency(mass, Ic)
+    """The message of a mild inertia inconsistency (severe ones raised already), or None."""
+    why = inertia_inconsistency(mass, Ic)
+    return None if why is None else why[0]
 
 
 def _armature(name, armature, rotor_inertia, gear_ratio):
@@ -597,7 +628,9 @@ def _joint_limits(
         ("armature", armature, 0.0),
     ):
         a = arr(key, x, nv, default)
-        if (a < 0).any():
+        # identified friction may come out negative (least squares): kept as data with
+        # a warning at build; jaxrbd.passive_forces, which needs the sign, refuses it
+        if (a < 0).any() and key != "friction":
             raise ValueError(f"body {name!r}: {key} must be >= 0, got {a}")
         if key in ("stiffness", "armature") and not np.all(np.isfinite(a)):
             raise ValueError(f"body {name!r}: {key} must be finite, got {a}")

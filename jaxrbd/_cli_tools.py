@@ -5,7 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import jax
 import numpy as np
+
+import jaxrbd
+
+from .io import load_mjcf, load_urdf
+from .viewer import Viewer
 
 __all__ = ["bench", "info", "load", "view"]
 
@@ -23,8 +29,6 @@ def load(path: str, floating_base: bool = False):
     root joint itself: ``floating_base`` is for URDF files.
     """
     if not is_mjcf(path):
-        from .io import load_urdf
-
         return load_urdf(path, floating_base=floating_base)
     if floating_base:
         raise ValueError(
@@ -32,18 +36,12 @@ def load(path: str, floating_base: bool = False):
             "(<freejoint/>) itself"
         )
     try:
-        from .io import load_mjcf
-    except ImportError as e:
-        raise ValueError(f"MJCF files need jaxrbd.io.load_mjcf, which is not available: {e}") from e
-    try:
         return load_mjcf(path)
     except ImportError as e:  # MuJoCo itself is missing
         raise ValueError(str(e)) from e
 
 
 def _load(path: str, floating_base: bool, float32: bool):
-    import jax
-
     jax.config.update("jax_enable_x64", not float32)
     return load(path, floating_base)
 
@@ -77,8 +75,6 @@ def info(path: str, floating_base: bool = False) -> str:
 
 def _time(f, args, repeats: int) -> tuple[float, float]:
     """Compile time and the median run time of ``f(*args)`` [s]."""
-    import jax
-
     t0 = time.perf_counter()
     jax.block_until_ready(f(*args))
     compile_s = time.perf_counter() - t0
@@ -101,10 +97,6 @@ def bench(
 
     Returns one row per (function, batch): compile time and the per-sample time [µs].
     """
-    import jax
-
-    import jaxrbd
-
     model = _load(path, floating_base, float32)
     key = jax.random.key(0)
     fns = {
@@ -145,11 +137,7 @@ def view(
 
     Blocks until Ctrl-C (or ``timeout`` seconds), then stops the server. Prints the URL.
     """
-    import jax
-
     jax.config.update("jax_enable_x64", True)
-    from .viewer import Viewer
-
     model = load(path, floating_base)
     viewer = Viewer(model, path, package_dirs=package_dirs, collision=collision, host=host,
                     port=port)

@@ -6,9 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
 from ._core import algebra as al
-from ._core.checks import _as_float, check_state, check_vector
+from ._core.checks import as_float, check_state, check_vector
 from ._core.rotation import (
     exp_quat,
     log_quat,
@@ -20,7 +19,6 @@ from ._core.rotation import (
     so3_left_jacobian_mv,
 )
 from ._core.rows import take_rows
-from ._model import is_coupled
 
 __all__ = ["integrate", "difference", "neutral_configuration", "random_configuration"]
 
@@ -123,7 +121,7 @@ def frame_rate(model, v):
     return _replace_rows(jnp.zeros_like(v), lin_rows, jnp.cross(w, lin))
 
 
-def advance(model, q, v_move, v_end, dt):
+def advance(model, q, v_move, v_end, dt, mover=None):
     """One time step's move of the configuration, with free joints kept straight.
 
     ``q`` moves along ``v_move dt`` on the joint manifolds, except that a free joint's
@@ -138,11 +136,13 @@ def advance(model, q, v_move, v_end, dt):
 
     Args:
         q: `(nq,)`. v_move, v_end: `(nv,)`. dt: scalar [s].
+        mover: ``mover(model, q, v, dt)``, the move on the joint manifolds (default
+            `move`; `jaxrbd._api.advance` passes a `CoupledModel`'s).
 
     Returns:
         ``(q+, v+)``: `(nq,)` and `(nv,)`.
     """
-    q1 = move(model, q, v_move, dt)
+    q1 = (move if mover is None else mover)(model, q, v_move, dt)
     p_rows, quat_rows, w_rows, lin_rows = _free_rows(model)
     if not p_rows.size:
         return q1, v_end
@@ -159,8 +159,6 @@ def advance(model, q, v_move, v_end, dt):
 
 def move(model, q, v, dt):
     """``q (+) v dt`` on the joint manifolds (`integrate` without the checks), `(nq,)`."""
-    if is_coupled(model):
-        return _coupling.integrate(model, q, v, dt)
     return integrate_batched(model, q[:, None], v[:, None], dt)[:, 0]
 
 
@@ -249,11 +247,9 @@ def integrate(model, q, v, dt=1.0):
     Example:
         >>> q1 = jaxrbd.integrate(model, jaxrbd.neutral_configuration(model), jnp.ones(model.nv), 0.1)
     """
-    if is_coupled(model):
-        return _coupling.integrate(model, q, v, dt)
     with jax.named_scope("jaxrbd.integrate"):
         q, v = check_state(model, q=q, v=v)
-        dt = _as_float("dt", dt, model.dtype)
+        dt = as_float("dt", dt, model.dtype)
         if dt.ndim != 0:
             raise ValueError(f"dt has shape {dt.shape}, expected a scalar ()")
         return integrate_batched(model, q[:, None], v[:, None], dt)[:, 0]
@@ -272,8 +268,6 @@ def difference(model, q0, q1):
     Example:
         >>> v = jaxrbd.difference(model, q0, q1)
     """
-    if is_coupled(model):
-        return _coupling.difference(model, q0, q1)
     with jax.named_scope("jaxrbd.difference"):
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         q1 = check_vector("q1", q1, model.nq, "model.nq", model.dtype)
@@ -289,8 +283,6 @@ def neutral_configuration(model):
     Example:
         >>> q = jaxrbd.neutral_configuration(model)
     """
-    if is_coupled(model):
-        return _coupling.neutral_configuration(model)
     q = np.zeros(model.nq)
     for b in range(1, model.nbodies):
         if model.joint_kind[b] == "spherical":
@@ -313,8 +305,6 @@ def random_configuration(model, key, scale=1.0):
     Example:
         >>> q = jaxrbd.random_configuration(model, jax.random.key(0))
     """
-    if is_coupled(model):
-        return _coupling.random_configuration(model, key, scale)
     k1, k2 = jax.random.split(key)
     q = jax.random.uniform(k1, (model.nq,), model.dtype, -scale, scale)
     g = jax.random.normal(k2, (model.nq,), model.dtype)

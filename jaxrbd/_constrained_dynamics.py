@@ -45,18 +45,18 @@ HRP-2 14 and design investigations for exo-skeletons", PhD thesis, Heidelberg 20
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._constraints import _resolve, constraint_bias, constraint_jacobian, terms
-from ._contacts import _check_method, _check_rcond, kkt_solve
-from ._core.checks import _as_float, check_f_ext, check_state
-from ._crba import mass_matrix
-from ._model import is_coupled
-from ._rnea import bias_forces
+from ._constraints import _resolve, terms
+from ._contacts import check_method, check_rcond, kkt_solve
+from ._core.checks import as_float, check_f_ext, check_state
+from ._dynamics import bias_forces, mass_matrix
+from ._model import check_model
 
 __all__ = [
     "actuation_mask",
@@ -86,6 +86,7 @@ def actuation_mask(model, actuated=None) -> np.ndarray:
         >>> int(jaxrbd.actuation_mask(model, ["body_1"]).sum())   # an euler_zyx joint
         3
     """
+    check_model(model)
     if actuated is None:
         mask = np.ones(model.nv, dtype=bool)
         for b in model.movable_joint_bodies:
@@ -139,8 +140,8 @@ def solve_constrained_system(H, G, c, gamma, method="kkt", *, rcond=None):
         ([1.0, 1.0], [1.0])
     """
     with jax.named_scope("jaxrbd.solve_constrained_system"):
-        _check_method(method)
-        _check_rcond(rcond)
+        check_method(method)
+        check_rcond(rcond)
         H, G, c, gamma = (jnp.asarray(x) for x in (H, G, c, gamma))
         dtype = jnp.result_type(H, G, c, gamma, float)
         H, G, c, gamma = (x.astype(dtype) for x in (H, G, c, gamma))
@@ -166,17 +167,26 @@ def _system(model, q, qd, constraints, f_ext):
     f_ext = check_f_ext(model, f_ext)
     H = mass_matrix(model, q)
     C = bias_forces(model, q, qd, f_ext)
-    if is_coupled(model):  # the coupled rows come from the public functions
-        return H, C, constraint_jacobian(model, q, constraints), constraint_bias(
-            model, q, qd, constraints)
     G, gamma = terms(model, q, qd, constraints, bodies)
     return H, C, G, gamma
+
+
+class Parts(NamedTuple):
+    """What the constrained solvers read from a model: ``mask(model, actuated)`` (the
+    actuated coordinates, `actuation_mask`) and ``system(model, q, qd, constraints,
+    f_ext)`` -> ``(H, C, G, gamma)``. `jaxrbd._coupled` gives a `CoupledModel`'s."""
+
+    mask: Callable
+    system: Callable
+
+
+_PLAIN = Parts(actuation_mask, _system)
 
 
 def _weights(model, weights, mask):
     if weights is None:
         return jnp.asarray(mask, model.dtype)
-    w = _as_float("weights", weights, model.dtype)
+    w = as_float("weights", weights, model.dtype)
     if w.shape != (model.nv,):
         raise ValueError(f"weights has shape {w.shape}, expected ({model.nv},) = (model.nv,)")
     return w
@@ -237,13 +247,22 @@ def inverse_dynamics_constraints(
         >>> tau.shape, lam.shape
         ((9,), (3,))
     """
+    check_model(model)
+    return inverse_dynamics_constraints_with(
+        _PLAIN, model, q, qd, qdd_desired, constraints, actuated, weights, f_ext, return_qdd, rcond
+    )
+
+
+def inverse_dynamics_constraints_with(parts, model, q, qd, qdd_desired, constraints, actuated, weights,
+                                      f_ext, return_qdd, rcond):
+    """`inverse_dynamics_constraints` on the model's `Parts` (its mask and system)."""
     with jax.named_scope("jaxrbd.inverse_dynamics_constraints"):
-        _check_rcond(rcond)
-        mask = actuation_mask(model, actuated)
+        check_rcond(rcond)
+        mask = parts.mask(model, actuated)
         q, qd = check_state(model, q=q, qd=qd)
         qdd_des = _qdd_desired(model, qdd_desired)
         w = _weights(model, weights, mask)
-        H, C, G, gamma = _system(model, q, qd, constraints, f_ext)
+        H, C, G, gamma = parts.system(model, q, qd, constraints, f_ext)
         un = np.flatnonzero(~mask)
         if len(un):
             M = G[:, un].T  # (nu, m): what the constraint forces do on the unactuated rows
@@ -313,10 +332,20 @@ def inverse_dynamics_constraints_relaxed(
         >>> bool(jnp.allclose(qdd, qdd2))
         True
     """
+    check_model(model)
+    return inverse_dynamics_constraints_relaxed_with(
+        _PLAIN, model, q, qd, qdd_desired, constraints, actuated, weights, f_ext, method, return_qdd,
+        rcond,
+    )
+
+
+def inverse_dynamics_constraints_relaxed_with(parts, model, q, qd, qdd_desired, constraints, actuated,
+                                              weights, f_ext, method, return_qdd, rcond):
+    """`inverse_dynamics_constraints_relaxed` on the model's `Parts` (its mask and system)."""
     with jax.named_scope("jaxrbd.inverse_dynamics_constraints_relaxed"):
-        _check_method(method)
-        _check_rcond(rcond)
-        mask = actuation_mask(model, actuated)
+        check_method(method)
+        check_rcond(rcond)
+        mask = parts.mask(model, actuated)
         act = np.flatnonzero(mask)
         if len(act) == 0:
             raise ValueError("inverse_dynamics_constraints_relaxed: no actuated coordinate")
@@ -324,7 +353,7 @@ def inverse_dynamics_constraints_relaxed(
         qdd_des = _qdd_desired(model, qdd_desired)
         na = len(act)
         if weights is not None:
-            W = _as_float("weights", weights, model.dtype)
+            W = as_float("weights", weights, model.dtype)
             if W.shape == (na,):
                 W = jnp.diag(W)
             elif W.shape != (na, na):
@@ -332,7 +361,7 @@ def inverse_dynamics_constraints_relaxed(
                     f"weights has shape {W.shape}, expected ({na},) or ({na}, {na}) "
                     "(the number of actuated coordinates)"
                 )
-        H, C, G, gamma = _system(model, q, qd, constraints, f_ext)
+        H, C, G, gamma = parts.system(model, q, qd, constraints, f_ext)
         if weights is None:
             W = 100.0 * H[np.ix_(act, act)]
         Bm = jnp.asarray(np.eye(model.nv)[act], H.dtype)  # (na, nv) selection

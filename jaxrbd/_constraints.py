@@ -26,7 +26,6 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from . import _coupling
 from ._body import Transform
 from ._configuration import integrate
 from ._core import algebra as al
@@ -45,7 +44,6 @@ from ._kinematics import (
     node_poses,
     support,
 )
-from ._model import is_coupled
 
 __all__ = [
     "ConstraintSet",
@@ -728,8 +726,6 @@ def constraint_jacobian(model, q, constraints):
         >>> bool(jnp.allclose(G, jaxrbd.point_jacobian(model, q, "body_3", jnp.array([0.0, 0.0, -1.0]))))
         True
     """
-    if is_coupled(model):
-        return _coupling.constraint_jacobian(model, q, constraints)
     with jax.named_scope("jaxrbd.constraint_jacobian"):
         bodies = _resolve(model, constraints)
         (q,) = check_state(model, q=q)
@@ -759,8 +755,6 @@ def constraint_bias(model, q, qd, constraints):
         >>> bool(jnp.allclose(gamma, -drift))
         True
     """
-    if is_coupled(model):
-        return _coupling.constraint_bias(model, q, qd, constraints)
     with jax.named_scope("jaxrbd.constraint_bias"):
         bodies = _resolve(model, constraints)
         q, qd = check_state(model, q=q, qd=qd)
@@ -790,8 +784,6 @@ def constraint_residual(model, q, constraints):
         >>> bool(jnp.allclose(phi[0], jaxrbd.point_position(model, q, "body_3", end)[2]))
         True
     """
-    if is_coupled(model):
-        return _coupling.constraint_residual(model, q, constraints)
     with jax.named_scope("jaxrbd.constraint_residual"):
         bodies = _resolve(model, constraints)
         (q,) = check_state(model, q=q)
@@ -815,8 +807,6 @@ def constraint_velocity_residual(model, q, qd, constraints):
         >>> bool(jnp.allclose(r, jaxrbd.constraint_jacobian(model, q, cs) @ qd))
         True
     """
-    if is_coupled(model):
-        return _coupling.constraint_velocity_residual(model, q, qd, constraints)
     with jax.named_scope("jaxrbd.constraint_velocity_residual"):
         bodies = _resolve(model, constraints)
         q, qd = check_state(model, q=q, qd=qd)

@@ -1,34 +1,39 @@
-"""Coupled joints (mimic joints, geared rotors): `couple` and the public functions on a
-`CoupledModel`.
+"""Coupled joints (mimic joints, geared rotors): the data of a `CoupledModel` and the
+maps between its coordinates and its full tree's.
 
 A coupled model is its full tree (`CoupledModel.base`, every joint a coordinate) seen
 through the linear map ``qd_full = A qd`` from the independent velocities; a coupled
 joint ``m`` driven by ``j`` has ``q_m = a q_j + b`` and ``qd_m = a qd_j``. Since ``A`` is
 constant, accelerations map the same way, and by the principle of virtual work the
-generalized forces of the independent coordinates are ``Aᵀ tau_full``:
+generalized forces of the independent coordinates are ``Aᵀ tau_full``.
 
-* kinematics: the full tree's, at ``q_full``, ``A qd``, ``A qdd``; Jacobians ``J A``;
-* ``H = Aᵀ H_full A``, inverse dynamics ``Aᵀ ID_full``, bias and gravity likewise;
-* forward dynamics: the Cholesky solve of ``H qdd = tau - C`` (a coupling may join two
-  branches of the tree, where the articulated-body recursion does not apply);
-* constraints: ``G_full A`` with the full tree's bias terms, and the contact solvers on
-  the reduced ``H``, ``C``, ``G``;
-* derivatives: automatic differentiation of the above.
-
-Each public function checks `jaxrbd._model.is_coupled` first and calls its namesake here.
+This module is the bottom floor of coupling: `couple` builds the model, `expand_q`,
+`expand_v`, `reduce_cols`, `reduce_forces`, `reduce_matrix` apply ``A``, and `dispatch`
+turns a plain function and its coupled variant into one public function. It imports no
+algorithm: the coupled variants are in `jaxrbd._coupled`, the choice between plain and
+coupled for each public name in `jaxrbd._api`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._model import CoupledModel, Model
+from ._model import CoupledModel, Model, check_model
 
-__all__ = ["couple"]
+__all__ = [
+    "couple",
+    "dispatch",
+    "expand_q",
+    "expand_v",
+    "reduce_cols",
+    "reduce_forces",
+    "reduce_matrix",
+    "unsupported",
+]
 
 
 def couple(model: Model, couplings: Mapping[str, tuple]) -> CoupledModel:
@@ -56,6 +61,7 @@ def couple(model: Model, couplings: Mapping[str, tuple]) -> CoupledModel:
         >>> cm.nq, cm.joint_names
         (2, ('link0', 'link1'))
     """
+    check_model(model)
     if isinstance(model, CoupledModel):
         raise TypeError("couple expects a plain Model; couple the base model once, with all couplings")
     names = model.joint_names
@@ -101,7 +107,13 @@ def couple(model: Model, couplings: Mapping[str, tuple]) -> CoupledModel:
             seen.append(j)
             j2, a2, b2 = raw[j]
             j, a, b = j2, a * a2, a * b2 + b
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise ValueError(
+                f"couple: the chain {' -> '.join(seen + [j])} gives a non-finite multiplier "
+                f"{a} or offset {b}"
+            )
         resolved[m] = (j, a, b)
+    _check_overflow(model, resolved)
     coupled = [n for n in names if n in resolved]  # base order
     independent = [n for n in names if n not in resolved]
 
@@ -127,6 +139,40 @@ def couple(model: Model, couplings: Mapping[str, tuple]) -> CoupledModel:
         driver_q=tuple(ind_q.index(model.q_index(j).start) for j in drivers),
         driver_v=tuple(ind_v.index(model.v_index(j).start) for j in drivers),
     )
+
+
+def _check_overflow(model: Model, resolved: dict) -> None:
+    """Refuse multipliers that make ``H = Aᵀ H_full A`` overflow the model's dtype.
+
+    An entry of ``H_full`` is at most ``sum_b (tr I_b + 2 R |m c|_b + R² m_b)`` with
+    ``R`` the sum of all joint offsets (no point of the tree is further than that from a
+    joint axis) plus the armature, and a column of ``A`` sums to ``1 + sum |a|`` over
+    the joints one driver moves.
+    """
+    try:
+        inertia = np.asarray(model.inertia, dtype=np.float64)
+        r = np.asarray(model.Xtree_r, dtype=np.float64)
+        armature = np.asarray(model.armature, dtype=np.float64)
+    except jax.errors.TracerArrayConversionError:
+        return  # traced leaves: nothing to bound on the host
+    if inertia.ndim != 2:
+        return  # stacked models
+    with np.errstate(over="ignore", invalid="ignore"):
+        mass = np.abs(inertia[:, 0])
+        first = np.linalg.norm(inertia[:, 1:4], axis=1)
+        reach = np.linalg.norm(r, axis=1).sum() + np.max(first / np.maximum(mass, 1e-300))
+        trace = np.abs(inertia[:, [4, 6, 9]]).sum()
+        h = trace + 2 * reach * first.sum() + reach**2 * mass.sum() + armature.max(initial=0.0)
+        top = float(np.finfo(model.dtype).max) / max(model.nv, 1)
+        for driver in {j for j, _, _ in resolved.values()}:
+            moved = {m: a for m, (j, a, _) in resolved.items() if j == driver}
+            col = 1.0 + sum(abs(a) for a in moved.values())
+            if not col * col * max(h, 1.0) < top:
+                raise ValueError(
+                    f"couple: the multipliers {moved} of the joints driven by {driver!r} "
+                    f"make the mass matrix overflow {np.dtype(model.dtype).name} (its entries "
+                    f"reach about (1 + sum |multiplier|)^2 * {h:.3g})"
+                )
 
 
 # ---------------------------------------------------------------- the map A
@@ -181,323 +227,44 @@ def reduce_matrix(cm: CoupledModel, H):
     return reduce_cols(cm, jnp.swapaxes(reduce_cols(cm, H), -1, -2))
 
 
-def _check(cm, **arrays):
-    from ._core.checks import check_state
+# ---------------------------------------------------------------- dispatch
 
-    return check_state(cm, **arrays)
 
+#: The one message of a public function that does not take a `CoupledModel`.
+UNSUPPORTED = (
+    "{name} does not take a CoupledModel yet (not supported for coupled models: mimic or "
+    "geared joints); load the model with mimic='independent' to use it on the full tree"
+)
 
-# ---------------------------------------------------------------- dynamics
 
-
-def mass_matrix(cm, q):
-    from ._crba import mass_matrix as mm
-
-    (q,) = _check(cm, q=q)
-    return reduce_matrix(cm, mm(cm.base, expand_q(cm, q)))
-
-
-def inverse_dynamics(cm, q, qd, qdd, f_ext=None):
-    from ._rnea import inverse_dynamics as rnea
-
-    q, qd, qdd = _check(cm, q=q, qd=qd, qdd=qdd)
-    tau = rnea(cm.base, expand_q(cm, q), expand_v(cm, qd), expand_v(cm, qdd), f_ext)
-    return reduce_forces(cm, tau)
-
-
-def bias_forces(cm, q, qd, f_ext=None):
-    from ._rnea import bias_forces as bias
-
-    q, qd = _check(cm, q=q, qd=qd)
-    return reduce_forces(cm, bias(cm.base, expand_q(cm, q), expand_v(cm, qd), f_ext))
-
-
-def gravity_forces(cm, q):
-    from ._rnea import gravity_forces as grav
-
-    (q,) = _check(cm, q=q)
-    return reduce_forces(cm, grav(cm.base, expand_q(cm, q)))
-
-
-def forward_dynamics(cm, q, qd, tau, f_ext=None, method="aba"):
-    from ._core import linalg as _linalg
-
-    if method not in ("aba", "crba"):
-        raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
-    q, qd, tau = _check(cm, q=q, qd=qd, tau=tau)
-    H = mass_matrix(cm, q)
-    C = bias_forces(cm, q, qd, f_ext)
-    return _linalg.cho_solve(_linalg.cholesky(H), tau - C)
-
-
-def minv_times(cm, q, tau):
-    from ._core import linalg as _linalg
-
-    (q,) = _check(cm, q=q)
-    L = _linalg.cholesky(mass_matrix(cm, q))
-    tau = jnp.asarray(tau, cm.dtype)
-    if tau.ndim not in (1, 2) or tau.shape[0] != cm.nv:
-        raise ValueError(f"tau has shape {tau.shape}, expected ({cm.nv},) or ({cm.nv}, k)")
-    return _linalg.cho_solve(L, tau)
-
-
-def hybrid_dynamics(cm, q, qd, tau, qdd, prescribed, f_ext=None):
-    """`hybrid_dynamics` on the independent coordinates, by the dense route: with ``K``
-    the prescribed and ``U`` the free DoFs, ``H_UU qdd_U = tau_U - C_U - H_UK qdd_K`` and
-    ``tau_K = (H qdd + C)_K``."""
-    from ._core import linalg as _linalg
-    from ._hybrid import prescribed_mask
-
-    q, qd, tau, qdd = _check(cm, q=q, qd=qd, tau=tau, qdd=qdd)
-    mask = np.asarray(prescribed_mask(cm, prescribed))
-    K, U = np.flatnonzero(mask), np.flatnonzero(~mask)
-    H = mass_matrix(cm, q)
-    C = bias_forces(cm, q, qd, f_ext)
-    rhs = tau[U] - C[U] - H[np.ix_(U, K)] @ qdd[K]
-    x = _linalg.cho_solve(_linalg.cholesky(H[np.ix_(U, U)]), rhs) if U.size else rhs
-    qdd_out = qdd.at[U].set(x)
-    tau_out = tau.at[K].set((H @ qdd_out + C)[K])
-    return qdd_out, tau_out
-
-
-# ---------------------------------------------------------------- derivatives (AD)
-
-
-def _tangent_jacobian(cm, f, q):
-    """``d f(q ⊕ δ) / dδ`` at ``δ = 0``: the derivative along `integrate`."""
-    from ._configuration import integrate as integ
-
-    qf = expand_q(cm, q)
-    return jax.jacfwd(lambda d: f(integ(cm.base, qf, expand_v(cm, d))))(jnp.zeros(cm.nv, q.dtype))
-
-
-def forward_dynamics_derivatives(cm, q, qd, tau, f_ext=None):
-    from ._core import linalg as _linalg
-    from ._crba import mass_matrix as mm
-    from ._rnea import bias_forces as bias
-
-    q, qd, tau = _check(cm, q=q, qd=qd, tau=tau)
-
-    def fd(qf, v):
-        H = reduce_matrix(cm, mm(cm.base, qf))
-        C = reduce_forces(cm, bias(cm.base, qf, expand_v(cm, v), f_ext))
-        return _linalg.cho_solve(_linalg.cholesky(H), tau - C)
-
-    dq = _tangent_jacobian(cm, lambda qf: fd(qf, qd), q)
-    dv = jax.jacfwd(lambda v: fd(expand_q(cm, q), v))(qd)
-    Minv = minv_times(cm, q, jnp.eye(cm.nv, dtype=cm.dtype))
-    return dq, dv, Minv
-
-
-def inverse_dynamics_derivatives(cm, q, qd, qdd, f_ext=None):
-    from ._rnea import inverse_dynamics as rnea
-
-    q, qd, qdd = _check(cm, q=q, qd=qd, qdd=qdd)
-
-    def tau(qf, v):
-        return reduce_forces(cm, rnea(cm.base, qf, expand_v(cm, v), expand_v(cm, qdd), f_ext))
-
-    dq = _tangent_jacobian(cm, lambda qf: tau(qf, qd), q)
-    dv = jax.jacfwd(lambda v: tau(expand_q(cm, q), v))(qd)
-    return dq, dv, mass_matrix(cm, q)
-
-
-def forward_dynamics_parameter_derivatives(cm, q, qd, tau, f_ext=None):
-    """``d qdd / d inertia = -H⁻¹ Y(q, qd, qdd)`` at the forward dynamics' ``qdd``."""
-    q, qd, tau = _check(cm, q=q, qd=qd, tau=tau)
-    qdd = forward_dynamics(cm, q, qd, tau, f_ext)
-    return -minv_times(cm, q, inverse_dynamics_regressor(cm, q, qd, qdd))
-
-
-def inverse_dynamics_regressor(cm, q, qd, qdd, *, armature=False):
-    from ._parameters import inverse_dynamics_regressor as reg
-
-    q, qd, qdd = _check(cm, q=q, qd=qd, qdd=qdd)
-    Y = reg(cm.base, expand_q(cm, q), expand_v(cm, qd), expand_v(cm, qdd), armature=armature)
-    return jnp.swapaxes(reduce_cols(cm, jnp.swapaxes(Y, 0, 1)), 0, 1)
-
-
-# ---------------------------------------------------------------- configurations
-
-
-def integrate(cm, q, v, dt=1.0):
-    from ._configuration import integrate as integ
-
-    q, v = _check(cm, q=q, v=v)
-    qf = integ(cm.base, expand_q(cm, q), expand_v(cm, v), dt)
-    return qf[np.asarray(cm.independent_q, np.int64)]
-
-
-def difference(cm, q0, q1):
-    from ._configuration import difference as diff
-    from ._core.checks import check_vector
-
-    q0 = check_vector("q0", q0, cm.nq, "model.nq", cm.dtype)
-    q1 = check_vector("q1", q1, cm.nq, "model.nq", cm.dtype)
-    return diff(cm.base, expand_q(cm, q0), expand_q(cm, q1))[np.asarray(cm.independent_v, np.int64)]
-
-
-def neutral_configuration(cm):
-    from ._configuration import neutral_configuration as neutral
-
-    return neutral(cm.base)[np.asarray(cm.independent_q, np.int64)]
-
-
-def random_configuration(cm, key, scale=1.0):
-    from ._configuration import random_configuration as rand
-
-    return rand(cm.base, key, scale)[np.asarray(cm.independent_q, np.int64)]
-
-
-# ---------------------------------------------------------------- kinematics and momentum
-
-
-def _full_state(cm, q, qd=None, qdd=None):
-    arrays = {"q": q}
-    if qd is not None:
-        arrays["qd"] = qd
-    if qdd is not None:
-        arrays["qdd"] = qdd
-    checked = _check(cm, **arrays)
-    out = [expand_q(cm, checked[0])] + [expand_v(cm, x) for x in checked[1:]]
-    return out
-
-
-def _position_only(name):
-    def f(cm, q, *args, **kwargs):
-        from importlib import import_module
-
-        mod = import_module(_MODULE[name], __package__)
-        return getattr(mod, name)(cm.base, *_full_state(cm, q), *args, **kwargs)
-
-    f.__name__ = name
-    return f
-
-
-def _with_velocity(name):
-    def f(cm, q, qd, *args, **kwargs):
-        from importlib import import_module
-
-        mod = import_module(_MODULE[name], __package__)
-        return getattr(mod, name)(cm.base, *_full_state(cm, q, qd), *args, **kwargs)
-
-    f.__name__ = name
-    return f
-
-
-def _with_acceleration(name):
-    def f(cm, q, qd, qdd, *args, **kwargs):
-        from importlib import import_module
-
-        mod = import_module(_MODULE[name], __package__)
-        return getattr(mod, name)(cm.base, *_full_state(cm, q, qd, qdd), *args, **kwargs)
-
-    f.__name__ = name
-    return f
-
-
-def _jacobian(name):
-    def f(cm, q, *args, **kwargs):
-        from importlib import import_module
-
-        mod = import_module(_MODULE[name], __package__)
-        return reduce_cols(cm, getattr(mod, name)(cm.base, *_full_state(cm, q), *args, **kwargs))
-
-    f.__name__ = name
-    return f
-
-
-_MODULE = {}
-for _name in ("forward_kinematics", "point_position", "body_jacobians", "point_jacobian",
-              "body_jacobian", "body_velocities", "body_velocity", "point_velocity",
-              "point_bias_acceleration", "body_bias_acceleration", "body_accelerations",
-              "body_acceleration", "point_acceleration"):
-    _MODULE[_name] = "._kinematics"
-for _name in ("center_of_mass", "centroidal_momentum", "centroidal_momentum_matrix",
-              "centroidal_momentum_bias", "center_of_mass_velocity", "center_of_mass_jacobian",
-              "center_of_mass_acceleration", "kinetic_energy", "potential_energy",
-              "system_inertia"):
-    _MODULE[_name] = "._energy"
-for _name in ("constraint_jacobian", "constraint_bias", "constraint_residual",
-              "constraint_velocity_residual"):
-    _MODULE[_name] = "._constraints"
-
-forward_kinematics = _position_only("forward_kinematics")
-point_position = _position_only("point_position")
-center_of_mass = _position_only("center_of_mass")
-potential_energy = _position_only("potential_energy")
-system_inertia = _position_only("system_inertia")
-constraint_residual = _position_only("constraint_residual")
-body_velocities = _with_velocity("body_velocities")
-body_velocity = _with_velocity("body_velocity")
-point_velocity = _with_velocity("point_velocity")
-point_bias_acceleration = _with_velocity("point_bias_acceleration")
-body_bias_acceleration = _with_velocity("body_bias_acceleration")
-centroidal_momentum = _with_velocity("centroidal_momentum")
-centroidal_momentum_bias = _with_velocity("centroidal_momentum_bias")
-center_of_mass_velocity = _with_velocity("center_of_mass_velocity")
-kinetic_energy = _with_velocity("kinetic_energy")
-constraint_bias = _with_velocity("constraint_bias")
-constraint_velocity_residual = _with_velocity("constraint_velocity_residual")
-body_accelerations = _with_acceleration("body_accelerations")
-body_acceleration = _with_acceleration("body_acceleration")
-point_acceleration = _with_acceleration("point_acceleration")
-center_of_mass_acceleration = _with_acceleration("center_of_mass_acceleration")
-body_jacobians = _jacobian("body_jacobians")
-point_jacobian = _jacobian("point_jacobian")
-body_jacobian = _jacobian("body_jacobian")
-centroidal_momentum_matrix = _jacobian("centroidal_momentum_matrix")
-center_of_mass_jacobian = _jacobian("center_of_mass_jacobian")
-constraint_jacobian = _jacobian("constraint_jacobian")
-
-
-def total_mass(cm):
-    from ._energy import total_mass as tm
-
-    return tm(cm.base)
-
-
-# ---------------------------------------------------------------- contacts
-
-
-def forward_dynamics_contacts(cm, q, qd, tau, constraints, method="kkt", f_ext=None, *,
-                              check_rank=False, rcond=None):
-    from ._contacts import _check_method, _check_rcond, _solve
-
-    _check_method(method)
-    _check_rcond(rcond)
-    q, qd, tau = _check(cm, q=q, qd=qd, tau=tau)
-    H = mass_matrix(cm, q)
-    C = bias_forces(cm, q, qd, f_ext)
-    G = constraint_jacobian(cm, q, constraints)
-    gamma = constraint_bias(cm, q, qd, constraints)
-    return _solve(method, rcond, check_rank, H, G, tau - C, gamma, "forward_dynamics_contacts")
-
-
-def contact_impulses(cm, q, qd_minus, constraints, restitution=0.0, method="kkt", *,
-                     return_impulses=False, check_rank=False, rcond=None):
-    from ._contacts import _check_method, _check_rcond, _solve
-    from ._core.checks import _as_float
-
-    _check_method(method)
-    _check_rcond(rcond)
-    q, qd_minus = _check(cm, q=q, qd_minus=qd_minus)
-    e = _as_float("restitution", restitution, cm.dtype)
-    if e.shape not in ((), (constraints.size,)):
-        raise ValueError(
-            f"restitution has shape {e.shape}, expected () or ({constraints.size},) = (constraints.size,)"
-        )
-    H = mass_matrix(cm, q)
-    G = constraint_jacobian(cm, q, constraints)
-    qd_plus, Lam = _solve(
-        method, rcond, check_rank, H, G, H @ qd_minus, -e * (G @ qd_minus), "contact_impulses"
-    )
-    return (qd_plus, Lam) if return_impulses else qd_plus
-
-
-def unsupported(name: str):
+def unsupported(name: str) -> ValueError:
     """The error of a public function that does not take a `CoupledModel` yet."""
-    return ValueError(
-        f"{name} does not take a CoupledModel (a model with mimic/coupled joints) yet; "
-        "load the model with mimic='independent' to use it on the full tree"
-    )
+    return ValueError(UNSUPPORTED.format(name=name))
+
+
+def dispatch(plain: Callable, coupled: Callable | None = None) -> Callable:
+    """The public function of ``plain`` (first argument a `Model`) and its coupled variant.
+
+    The result checks that ``model`` is a model (`jaxrbd._model.check_model`), then calls
+    ``coupled`` on a `CoupledModel` and ``plain`` on a `Model` (or a stacked batch); with
+    ``coupled=None`` a `CoupledModel` raises `unsupported`. It carries ``plain``'s name,
+    signature and docstring. The choice is made at trace time, in Python: compiled
+    programs hold one branch only.
+
+    Example:
+        >>> from jaxrbd._coupling import dispatch
+        >>> f = dispatch(lambda model, q: "plain", lambda model, q: "coupled")
+        >>> f(jaxrbd.models.chain(2), None)
+        'plain'
+    """
+
+    @functools.wraps(plain)
+    def public(model, *args, **kwargs):
+        check_model(model)  # a TypeError for anything but a model, before any other check
+        if isinstance(model, CoupledModel):
+            if coupled is None:
+                raise unsupported(plain.__name__)
+            return coupled(model, *args, **kwargs)
+        return plain(model, *args, **kwargs)
+
+    return public

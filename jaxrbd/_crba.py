@@ -14,20 +14,16 @@ at once (batch-first), after the per-node work in cache-sized blocks.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
-from . import _coupling
 from ._core import algebra as al
-from ._core.checks import check_state
 from ._core.jcalc import node_inertias
 from ._core.native_vmap import blocked, native_vmap
 from ._core.nodes import Xup_and_S, sched
 from ._core.passes import subtree_sums, world_transforms
 from ._core.topology import topology
-from ._model import is_coupled
 
-__all__ = ["crba_batched", "mass_matrix"]
+__all__ = ["crba_batched", "crba_single"]
 
 
 def _columns(model, q, s):
@@ -84,35 +80,4 @@ def crba_batched(model, q):
     return H + jnp.diag(model.armature)[None]  # rotor inertia: H + diag(armature)
 
 
-_crba = native_vmap(crba_batched, batch_first=True)
-
-
-def mass_matrix(model, q, *, derivatives="analytic"):
-    """Joint-space inertia matrix ``H(q)`` by the composite-rigid-body algorithm.
-
-    Args:
-        model: a `Model`.
-        q: configuration `(nq,)`.
-        derivatives: how `jax.jvp`, `jax.grad`, ... differentiate this call:
-            ``"analytic"`` (default), ``dH`` from the analytic RNEA derivatives of
-            ``H e_j = inverse_dynamics(q, 0, e_j)`` without gravity (O(nv^3) per
-            configuration; model leaves by AD); ``"ad"``, automatic differentiation
-            through the CRBA, kept for checking. The value is the same.
-
-    Returns:
-        `H`, `(nv, nv)`, symmetric positive definite [kg m^2 | kg m | kg].
-
-    Example:
-        >>> H = jaxrbd.mass_matrix(model, jnp.zeros(model.nq))
-        >>> H.shape == (model.nv, model.nv)
-        True
-    """
-    if is_coupled(model):
-        return _coupling.mass_matrix(model, q)
-    with jax.named_scope("jaxrbd.mass_matrix"):
-        (q,) = check_state(model, q=q)
-        from . import _analytic_rules as rules
-
-        if rules.check_derivatives(derivatives) == "analytic":
-            return rules.mass_matrix(model, q)
-        return _crba(model, q)
+crba_single = native_vmap(crba_batched, batch_first=True)

@@ -16,9 +16,12 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+import jaxrbd
 
 __all__ = ["run"]
 
@@ -86,16 +89,12 @@ def _with_masses(model, masses):
     inertia per unit mass (uniform density), so each row is scaled by ``m_new / m``.
     Massless rows (world, massless frames) are left alone.
     """
-    import equinox as eqx
-
     m0 = model.inertia[:, 0]
     scale = jnp.where(m0 > 0, masses / jnp.where(m0 > 0, m0, 1.0), 1.0)
     return eqx.tree_at(lambda m: m.inertia, model, model.inertia * scale[:, None])
 
 
 def _demo_model(model, batch: int, repeats: int, seed: int) -> None:
-    import jaxrbd
-
     key = jax.random.key(seed)
     k_q, k_qd, k_tau, k_batch = jax.random.split(key, 4)
     dtype = model.dtype
@@ -218,10 +217,6 @@ def run(
         raise ValueError(f"unknown model(s) {unknown}, expected some of {list(_MODELS)}")
     if not float32:
         jax.config.update("jax_enable_x64", True)
-
-    import equinox as eqx
-
-    import jaxrbd
 
     start = time.perf_counter()
     dev = jax.devices()[0]

@@ -17,6 +17,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ._core.linalg import cho_solve, cholesky, solve_triangular
+from ._crba import crba_batched
+from ._rnea import rnea_batched
 
 __all__ = ["fd_dense", "inverse_factor", "minv_times_dense", "use_cholesky"]
 
@@ -30,15 +32,11 @@ def use_cholesky(s, dtype) -> bool:
 
 
 def _mass_matrix(model, q):
-    from ._crba import crba_batched
-
     return crba_batched(model, q)[0]  # (nv, nv); q (nq, 1)
 
 
 def fd_dense(model, q, qd, tau, f_ext=None):
     """``qdd (nv, 1)`` for one state on the batch-trailing layout (``q (nq, 1)``, ...)."""
-    from ._rnea import rnea_batched
-
     C = rnea_batched(model, q, qd, jnp.zeros_like(qd), f_ext)
     return cho_solve(cholesky(_mass_matrix(model, q)), tau - C)
 

@@ -40,22 +40,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
-from ._aba import _project, node_armature
+from ._aba import node_armature, project
 from ._core import algebra as al
 from ._core.backend import CHUNK
-from ._core.checks import check_f_ext, check_state, warn_deprecated
+from ._core.checks import check_f_ext, check_state
 from ._core.jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias
 from ._core.linalg import cho_solve
 from ._core.native_vmap import blocked, default_chunk, native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, pad, pad_inertia, pad_S, sched
 from ._core.packing import pack, unpack
 from ._core.passes import subtree_sums, velocities_accelerations
-from ._core.rows import place_rows, sum_rows
+from ._core.rows import node_rows, place_rows, sum_rows
 from ._core.schedule import add, forward_scan, put, scan_schedule, take
 from ._core.topology import Topology, topology
 from ._dense_dynamics import inverse_factor, use_cholesky
-from ._model import is_coupled
 from ._parameters import regressor_from_motion
 
 __all__ = [
@@ -65,7 +63,6 @@ __all__ = [
     "forward_dynamics_parameter_derivatives",
     "id_derivatives_batched",
     "inverse_dynamics_derivatives",
-    "inverse_dynamics_parameter_derivatives",
     "model_derivatives",
 ]
 
@@ -105,7 +102,7 @@ def _node_terms(model, q, qd, qdd, f_ext):
     s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
-    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    qdd_n = node_rows(qdd)
     a0 = gravity_acceleration(model, B, q.dtype)
     v, a, (E0, r0) = velocities_accelerations(
         s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a0, with_X0=True
@@ -295,7 +292,7 @@ def _node_order(ys, s):
 
 def _node_S(S, s):
     """DoF-ordered ``S (nv, 6, B)`` as a node buffer of ``s`` (world and scratch rows)."""
-    return pad_S(jnp.concatenate([jnp.zeros_like(S[:1]), S], axis=0), s)
+    return pad_S(node_rows(S), s)
 
 
 def _factor(Iw, S0, arm0, s):
@@ -303,13 +300,13 @@ def _factor(Iw, S0, arm0, s):
     ``L(k, j) = u_k . S_j`` for every ancestor ``j`` of ``k``, by the articulated-inertia
     pass ``IA_lam += IA_k - U_k U_k^T / D_k`` (no transforms). ``S0``: `_node_S`;
     ``arm0``: the armature as a node buffer (it adds to ``D_k`` only)."""
-    I0 = jnp.concatenate([jnp.zeros_like(Iw[:1]), Iw], axis=0)
+    I0 = node_rows(Iw)
     buf = pack(*al.inertia_blocks(pad_inertia(I0, s)))
 
     def step(buf, idx, par, x):
         Si, armi = x
         A, Bk, C, _ = unpack(take(buf, idx, once=True))
-        U, Dinv, _, Ia = _project(A, Bk, C, Si, None, None, armi)
+        U, Dinv, _, Ia = project(A, Bk, C, Si, None, None, armi)
         return add(buf, par, pack(*Ia)), (U * Dinv[..., None, :], Dinv)
 
     _, (u, Dinv) = scan_schedule(step, buf, s, (S0, arm0), reverse=True)
@@ -327,7 +324,7 @@ def _lower_inverse(u, S0, s, t: Topology):
     which each step reads only its parent's row. ``S0``: `_node_S`.
     """
     nv, D = t.ancestors.shape
-    u0 = pad(jnp.concatenate([jnp.zeros_like(u[:1]), u], axis=0), s)
+    u0 = pad(node_rows(u), s)
     Z = jnp.zeros((s.nbuf, D, 6, S0.shape[-1]), S0.dtype)
 
     def step(Z, idx, par, x):
@@ -429,7 +426,7 @@ def _fd_core(model, q, qd, tau, f_ext):
         factors = (_dense_lower(W, t), _bf(1.0 / Dk))
     # the accelerations qdd adds (world frame, no velocity terms) and the forces they need
     alpha = _path_sum(nt["S"] * qdd[:, None, :], t)
-    nt["aw"] = nt["aw"] + jnp.concatenate([jnp.zeros_like(alpha[:1]), alpha], axis=0)
+    nt["aw"] = nt["aw"] + node_rows(alpha)
     nt["G"] = nt["G"] + subtree_sums(al.inertia_mul(nt["Iw"], alpha), s)
     return nt, y, z, qdd, factors
 
@@ -608,8 +605,6 @@ def forward_dynamics_derivatives(model, q, qd, tau, f_ext=None):
         >>> dqdd_dq.shape, bool(jnp.allclose(dqdd_dtau, dqdd_dtau.T))
         ((9, 9), True)
     """
-    if is_coupled(model):
-        return _coupling.forward_dynamics_derivatives(model, q, qd, tau, f_ext)
     with jax.named_scope("jaxrbd.forward_dynamics_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         return _fdd(model, q, qd, tau, check_f_ext(model, f_ext))
@@ -646,24 +641,9 @@ def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None):
         >>> H.shape, bool(jnp.allclose(H, H.T))
         ((9, 9), True)
     """
-    if is_coupled(model):
-        return _coupling.inverse_dynamics_derivatives(model, q, qd, qdd, f_ext)
     with jax.named_scope("jaxrbd.inverse_dynamics_derivatives"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         return _idd(model, q, qd, qdd, check_f_ext(model, f_ext))
-
-
-def inverse_dynamics_parameter_derivatives(model, q, qd, qdd):
-    """Deprecated alias of `jaxrbd.inverse_dynamics_regressor` (the same matrix ``Y``,
-    `(nv, nbodies * 10)`, ``inverse_dynamics == Y @ model.inertia.ravel()``).
-
-    Warns once (`DeprecationWarning`); call `jaxrbd.inverse_dynamics_regressor` instead.
-    """
-    from ._parameters import inverse_dynamics_regressor
-
-    warn_deprecated("jaxrbd.inverse_dynamics_parameter_derivatives",
-                    "jaxrbd.inverse_dynamics_regressor")
-    return inverse_dynamics_regressor(model, q, qd, qdd)
 
 
 def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
@@ -685,8 +665,6 @@ def forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext=None):
         >>> J.shape
         (9, 40)
     """
-    if is_coupled(model):
-        return _coupling.forward_dynamics_parameter_derivatives(model, q, qd, tau, f_ext)
     with jax.named_scope("jaxrbd.forward_dynamics_parameter_derivatives"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         return _fdp(model, q, qd, tau, check_f_ext(model, f_ext))[0]

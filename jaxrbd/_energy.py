@@ -10,18 +10,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from . import _coupling
 from ._core import algebra as al
 from ._core.checks import check_state
 from ._core.jcalc import node_inertias
 from ._core.nodes import sched
 from ._core.passes import subtree_sums
-from ._kinematics import _node_accelerations as node_accelerations
-from ._kinematics import _node_jacobian as node_jacobian
-from ._kinematics import _node_poses as node_poses
-from ._kinematics import _node_velocities as node_velocities
-from ._kinematics import run_native
-from ._model import is_coupled
+from ._kinematics import (
+    node_accelerations_batched,
+    node_jacobian_batched,
+    node_poses_batched,
+    node_velocities_batched,
+    run_native,
+)
 
 __all__ = [
     "center_of_mass",
@@ -38,17 +38,17 @@ __all__ = [
 ]
 
 
-def _moving_inertias(model):
+def moving_inertias(model):
     """Inertias of the moving nodes ``1..nv`` (node coordinates, compact, ``(nv, 10, 1)``)."""
     return node_inertias(model)[1:]
 
 
-def _world_inertias(model, E0, r0):
+def world_inertias(model, E0, r0):
     """Moving nodes' inertias in world coordinates about the world origin ``(nv, 10, B)``."""
-    return al.XT_compact_X(E0[1:], r0[1:], _moving_inertias(model))
+    return al.XT_compact_X(E0[1:], r0[1:], moving_inertias(model))
 
 
-def _to_world(E0, r0, f):
+def forces_to_world(E0, r0, f):
     """Node forces (node coordinates) -> world coordinates at the world origin."""
     return al.XT_force(E0[1:], r0[1:], f)
 
@@ -58,7 +58,7 @@ def _about_com(h0, c):
     return al.join(al.ang(h0) - al.cross(c, al.lin(h0)), al.lin(h0))
 
 
-def _com(I0):
+def com_from_inertias(I0):
     tot = jnp.sum(I0, axis=0)  # (10, B)
     return tot, tot[1:4] / tot[0:1]
 
@@ -70,9 +70,7 @@ def total_mass(model):
         >>> round(float(jaxrbd.total_mass(model)), 6)
         0.3
     """
-    if is_coupled(model):
-        return _coupling.total_mass(model)
-    return jnp.sum(_moving_inertias(model)[:, 0, 0])
+    return jnp.sum(moving_inertias(model)[:, 0, 0])
 
 
 def center_of_mass(model, q):
@@ -84,15 +82,13 @@ def center_of_mass(model, q):
         >>> jaxrbd.center_of_mass(model, jnp.zeros(model.nq)).shape
         (3,)
     """
-    if is_coupled(model):
-        return _coupling.center_of_mass(model, q)
     with jax.named_scope("jaxrbd.center_of_mass"):
         (q,) = check_state(model, q=q)
         return run_native(_center_of_mass, model, (q,))
 
 
 def _center_of_mass(model, q):
-    return _com(_world_inertias(model, *node_poses(model, q)))[1]
+    return com_from_inertias(world_inertias(model, *node_poses_batched(model, q)))[1]
 
 
 def centroidal_momentum(model, q, qd):
@@ -105,17 +101,15 @@ def centroidal_momentum(model, q, qd):
         >>> bool(jnp.allclose(h, jaxrbd.centroidal_momentum_matrix(model, q) @ qd))
         True
     """
-    if is_coupled(model):
-        return _coupling.centroidal_momentum(model, q, qd)
     with jax.named_scope("jaxrbd.centroidal_momentum"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_centroidal_momentum, model, (q, qd))
 
 
 def _centroidal_momentum(model, q, qd):
-    E0, r0, v = node_velocities(model, q, qd)
-    _, c = _com(_world_inertias(model, E0, r0))
-    h = jnp.sum(_to_world(E0, r0, al.inertia_mul(_moving_inertias(model), v[1:])), 0)
+    E0, r0, v = node_velocities_batched(model, q, qd)
+    _, c = com_from_inertias(world_inertias(model, E0, r0))
+    h = jnp.sum(forces_to_world(E0, r0, al.inertia_mul(moving_inertias(model), v[1:])), 0)
     return _about_com(h, c)
 
 
@@ -130,17 +124,15 @@ def centroidal_momentum_matrix(model, q):
         >>> jaxrbd.centroidal_momentum_matrix(model, q).shape
         (6, 9)
     """
-    if is_coupled(model):
-        return _coupling.centroidal_momentum_matrix(model, q)
     with jax.named_scope("jaxrbd.centroidal_momentum_matrix"):
         (q,) = check_state(model, q=q)
         return run_native(_centroidal_momentum_matrix, model, (q,))
 
 
 def _centroidal_momentum_matrix(model, q):
-    E0, r0, S0 = node_jacobian(model, q)
-    I0 = _world_inertias(model, E0, r0)  # (nv, 10, B)
-    _, c = _com(I0)
+    E0, r0, S0 = node_jacobian_batched(model, q)
+    I0 = world_inertias(model, E0, r0)  # (nv, 10, B)
+    _, c = com_from_inertias(I0)
     IC0 = subtree_sums(I0, sched(model, q.shape[-1]))  # composite inertias, world frame
     A0 = al.inertia_mul(IC0, S0)  # (nv, 6, B)
     return jnp.swapaxes(_about_com(A0, c[None]), 0, 1)
@@ -155,20 +147,18 @@ def centroidal_momentum_bias(model, q, qd):
         >>> jaxrbd.centroidal_momentum_bias(model, q, qd).shape
         (6,)
     """
-    if is_coupled(model):
-        return _coupling.centroidal_momentum_bias(model, q, qd)
     with jax.named_scope("jaxrbd.centroidal_momentum_bias"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_centroidal_momentum_bias, model, (q, qd))
 
 
 def _centroidal_momentum_bias(model, q, qd):
-    E0, r0, v, a = node_accelerations(model, q, qd, jnp.zeros_like(qd))
-    Ic = _moving_inertias(model)
-    _, c = _com(_world_inertias(model, E0, r0))
+    E0, r0, v, a = node_accelerations_batched(model, q, qd, jnp.zeros_like(qd))
+    Ic = moving_inertias(model)
+    _, c = com_from_inertias(world_inertias(model, E0, r0))
     v, a = v[1:], a[1:]
     f = al.inertia_mul(Ic, a) + al.cross_force(v, al.inertia_mul(Ic, v))
-    hdot = jnp.sum(_to_world(E0, r0, f), 0)
+    hdot = jnp.sum(forces_to_world(E0, r0, f), 0)
     # d/dt of the shift: -(d c/dt) x l = -(l / M) x l = 0, so only the shift of hdot
     return _about_com(hdot, c)
 
@@ -181,8 +171,6 @@ def center_of_mass_velocity(model, q, qd):
         >>> bool(jnp.allclose(v, jaxrbd.center_of_mass_jacobian(model, q) @ qd))
         True
     """
-    if is_coupled(model):
-        return _coupling.center_of_mass_velocity(model, q, qd)
     with jax.named_scope("jaxrbd.center_of_mass_velocity"):
         return centroidal_momentum(model, q, qd)[3:] / total_mass(model)
 
@@ -194,8 +182,6 @@ def center_of_mass_jacobian(model, q):
         >>> jaxrbd.center_of_mass_jacobian(model, q).shape
         (3, 9)
     """
-    if is_coupled(model):
-        return _coupling.center_of_mass_jacobian(model, q)
     with jax.named_scope("jaxrbd.center_of_mass_jacobian"):
         return centroidal_momentum_matrix(model, q)[3:] / total_mass(model)
 
@@ -207,8 +193,6 @@ def center_of_mass_acceleration(model, q, qd, qdd):
         >>> jaxrbd.center_of_mass_acceleration(model, q, qd, jnp.zeros(model.nv)).shape
         (3,)
     """
-    if is_coupled(model):
-        return _coupling.center_of_mass_acceleration(model, q, qd, qdd)
     with jax.named_scope("jaxrbd.center_of_mass_acceleration"):
         (qdd,) = check_state(model, qdd=qdd)
         J = center_of_mass_jacobian(model, q)
@@ -223,16 +207,14 @@ def kinetic_energy(model, q, qd):
         >>> bool(jnp.allclose(jaxrbd.kinetic_energy(model, q, qd), qd @ H @ qd / 2))
         True
     """
-    if is_coupled(model):
-        return _coupling.kinetic_energy(model, q, qd)
     with jax.named_scope("jaxrbd.kinetic_energy"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_kinetic_energy, model, (q, qd))
 
 
 def _kinetic_energy(model, q, qd):
-    v = node_velocities(model, q, qd)[2][1:]
-    return 0.5 * jnp.sum(al.dot(v, al.inertia_mul(_moving_inertias(model), v)), axis=0)
+    v = node_velocities_batched(model, q, qd)[2][1:]
+    return 0.5 * jnp.sum(al.dot(v, al.inertia_mul(moving_inertias(model), v)), axis=0)
 
 
 def potential_energy(model, q):
@@ -244,15 +226,13 @@ def potential_energy(model, q):
         >>> float(jaxrbd.potential_energy(model, jnp.zeros(model.nq))) < 0.0
         True
     """
-    if is_coupled(model):
-        return _coupling.potential_energy(model, q)
     with jax.named_scope("jaxrbd.potential_energy"):
         (q,) = check_state(model, q=q)
         return run_native(_potential_energy, model, (q,))
 
 
 def _potential_energy(model, q):
-    tot = jnp.sum(_world_inertias(model, *node_poses(model, q)), axis=0)
+    tot = jnp.sum(world_inertias(model, *node_poses_batched(model, q)), axis=0)
     return -al.dot(model.gravity[:, None], tot[1:4])
 
 
@@ -273,8 +253,6 @@ def system_inertia(model, q, about="world"):
         >>> bool(jnp.allclose(I[3:, 3:], jaxrbd.total_mass(model) * jnp.eye(3)))
         True
     """
-    if is_coupled(model):
-        return _coupling.system_inertia(model, q, about)
     if about not in ("world", "com"):
         raise ValueError(f"about must be 'world' or 'com', got {about!r}")
     with jax.named_scope("jaxrbd.system_inertia"):
@@ -283,7 +261,7 @@ def system_inertia(model, q, about="world"):
 
 
 def _system_inertia(model, q, about):
-    tot, c = _com(_world_inertias(model, *node_poses(model, q)))
+    tot, c = com_from_inertias(world_inertias(model, *node_poses_batched(model, q)))
     if about == "com":
         # parallel axis: Ī_G = Ī_O - M c× c×ᵀ; h = 0
         M = tot[0:1]

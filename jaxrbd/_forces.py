@@ -24,9 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core.checks import _as_float, check_state, check_vector
-from ._kinematics import point_jacobian, point_position, resolve_bodies
-from ._rnea import inverse_dynamics
+from ._api import difference, inverse_dynamics, point_jacobian, point_position
+from ._core.checks import as_float, check_state, check_vector
+from ._coupling import dispatch
+from ._kinematics import resolve_bodies
+from ._model import check_model
 
 __all__ = [
     "AbstractForceElement",
@@ -63,7 +65,7 @@ def _floating(name: str, x):
         dtype = None
     if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)
-    return _as_float(name, x, dtype)
+    return as_float(name, x, dtype)
 
 
 def _leaf(name: str, x, shapes: tuple[tuple[int, ...], ...], what: str):
@@ -156,7 +158,7 @@ def _joint_indices(model, joints: tuple[str | int, ...], who: str):
 
 
 def _time(model, t):
-    t = _as_float("t", t, model.dtype)
+    t = as_float("t", t, model.dtype)
     if t.shape != ():
         raise ValueError(f"t has shape {t.shape}, expected a scalar () [s]")
     return t
@@ -366,7 +368,7 @@ class SpringDamperDrive(AbstractForceElement):
             self.reference_velocity = _per_joint("reference_velocity", reference_velocity, n)
 
     def _value(self, model, fn, t, n, name):
-        out = _as_float(f"{name}(t)", fn(t), model.dtype)
+        out = as_float(f"{name}(t)", fn(t), model.dtype)
         if out.shape not in ((), (n,)):
             raise ValueError(f"{name}(t) returned shape {out.shape}, expected () or ({n},)")
         return jnp.broadcast_to(out, (n,))
@@ -482,16 +484,21 @@ class PassiveJointForces(AbstractForceElement):
         _check_positive("smoothing", self.smoothing)
 
     def _deflection(self, model, q):
-        from ._configuration import difference
 
         return difference(model, model.spring_reference, q)
 
     def forces(self, model, q, qd, t):
         eps = jnp.asarray(self.smoothing, model.dtype)
-        return (
+        tau = (
             -model.stiffness * self._deflection(model, q)
             - model.damping * qd
             - model.friction * jnp.tanh(qd / eps)
+        )
+        # a model edited after passive_forces checked it: negative friction pushes
+        return eqx.error_if(
+            tau, jnp.any(model.friction < 0),
+            "PassiveJointForces: Model.friction has negative entries; a Coulomb force "
+            "needs friction >= 0",
         )
 
     def energy(self, model, q, t):
@@ -499,6 +506,7 @@ class PassiveJointForces(AbstractForceElement):
         return 0.5 * jnp.sum(model.stiffness * d * d)
 
 
+@dispatch  # no coupled variant: a CoupledModel gets the shared error
 def passive_forces(model, smoothing=0.01):
     """The model's joint springs, dampers and dry friction as force elements, in one call.
 
@@ -520,12 +528,31 @@ def passive_forces(model, smoothing=0.01):
         >>> jaxrbd.generalized_forces(jaxrbd.passive_forces(damped), damped, q, jnp.ones(9))
         Array([-0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5], dtype=float64)
     """
+    check_model(model)
     coefficients = (model.stiffness, model.damping, model.friction)
     try:
         active = any(bool(np.any(np.asarray(c) != 0)) for c in coefficients)
     except jax.errors.TracerArrayConversionError:
         active = True  # traced coefficients: keep the element, it is exact for zeros too
+    friction = _concrete(model.friction)
+    if friction is not None and np.any(friction < 0):
+        raise ValueError(
+            f"passive_forces: joints {_joints_of_dofs(model, np.flatnonzero(friction < 0))} "
+            f"have negative dry friction {friction[friction < 0].tolist()} (an identified "
+            "value?); a Coulomb force needs friction >= 0: set Model.friction of these "
+            "joints to zero or to a physical value with eqx.tree_at"
+        )
     return (PassiveJointForces(smoothing),) if active else ()
+
+
+def _joints_of_dofs(model, dofs) -> list[str]:
+    """The names of the joints owning velocity coordinates ``dofs``, in model order."""
+    names = []
+    for name in model.joint_names:
+        s = model.v_index(name)
+        if any(s.start <= d < s.stop for d in dofs):
+            names.append(name)
+    return names
 
 
 # ---------------------------------------------------------------- polyline spring-damper
@@ -702,7 +729,7 @@ class UserForce(AbstractForceElement):
             return check_vector(
                 "UserForce fn(model, q, qd, t)", out, model.nv, "model.nv", model.dtype
             )
-        f = _as_float("UserForce fn(model, q, qd, t)", out, model.dtype)
+        f = as_float("UserForce fn(model, q, qd, t)", out, model.dtype)
         if f.shape != (model.nbodies, 6):
             raise ValueError(
                 f"UserForce fn(model, q, qd, t) returned shape {f.shape}, expected "
@@ -719,7 +746,7 @@ class UserForce(AbstractForceElement):
                 "UserForce has no potential energy; pass potential=fn(model, q, t) -> () "
                 "when the force is conservative"
             )
-        e = _as_float("UserForce potential(model, q, t)", self.potential(model, q, t), model.dtype)
+        e = as_float("UserForce potential(model, q, t)", self.potential(model, q, t), model.dtype)
         if e.shape != ():
             raise ValueError(f"UserForce potential returned shape {e.shape}, expected ()")
         return e

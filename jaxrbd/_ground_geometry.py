@@ -20,8 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._core.checks import _as_float
-from ._kinematics import body_jacobian, point_position
+from ._api import body_jacobian, point_position
+from ._core.checks import as_float
+from .io._mjcf import _compile, _quat_R
 
 __all__ = [
     "AbstractTerrain",
@@ -46,8 +47,9 @@ def _check_points(points, radius, n):
 class ContactPoints(eqx.Module):
     """A named set of collidable spheres fixed on the bodies of a model.
 
-    Build it with `ContactPoints.create` (explicit points) or `ContactPoints.from_urdf`
-    (the URDF's ``<collision>`` spheres). The bodies and names are static; the points
+    Build it with `ContactPoints.create` (explicit points), `ContactPoints.from_urdf`
+    (the URDF's ``<collision>`` spheres) or `ContactPoints.from_mjcf` (an MJCF's
+    collision geoms). The bodies and names are static; the points
     and radii are leaves (differentiable, vmappable).
 
     Attributes:
@@ -204,6 +206,136 @@ class ContactPoints(eqx.Module):
             raise ValueError("urdf: no <collision><geometry><sphere> on a moving link")
         return cls.create(model, items, names=names, dtype=dtype)
 
+    @classmethod
+    def from_mjcf(cls, model, mjcf, geoms=None, bodies=None, *, meshes=False, cylinder_points=8,
+                  assets=None, dtype=None) -> ContactPoints:
+        """Collidable spheres from an MJCF's collision geoms, read through MuJoCo.
+
+        The MJCF is compiled by MuJoCo (as `jaxrbd.load_mjcf` does) and each collision
+        geom (``contype`` or ``conaffinity`` non-zero, or named in a ``<contact><pair>``)
+        on a moving body becomes points on
+        that body, in its MuJoCo body frame (which is the frame of the jaxrbd body of the
+        same name, bodies welded by fixed joints included):
+
+        - ``sphere``: one sphere of its radius at its centre, named ``"<geom>"``;
+        - ``capsule``: its two end-cap spheres, ``"<geom>/0"`` and ``"<geom>/1"``;
+        - ``box``: its 8 corners (radius 0), ``"<geom>/0"`` ... ``"<geom>/7"``;
+        - ``cylinder``: ``cylinder_points`` points on each rim circle (radius 0);
+        - ``mesh`` (with ``meshes=True``): the mesh's vertices (radius 0).
+
+        Other geoms (planes, height fields, ellipsoids, SDFs; meshes by default) are left
+        out, and so are geoms on bodies welded to the world. Unnamed geoms are called
+        ``"geom<id>"``.
+
+        Args:
+            model: the `Model` that `jaxrbd.load_mjcf` built from the same MJCF.
+            mjcf: a path, the MJCF text, a ``mujoco.MjSpec`` or a compiled ``mujoco.MjModel``.
+            geoms: optional geom names to keep (a sequence; a named geom of a type listed
+                above is kept even if it does not collide), or a predicate
+                ``(mj_model, geom_id) -> bool`` replacing the collision test.
+            bodies: optional body names: keep only geoms on these bodies.
+            meshes: also turn mesh geoms into their vertices (there may be many).
+            cylinder_points: points per rim circle of a cylinder (>= 3).
+            assets: optional ``{filename: bytes}`` for MJCF text (as `load_mjcf`).
+            dtype: float dtype of the leaves (default the model's).
+
+        Returns:
+            A `ContactPoints`.
+
+        Raises:
+            ImportError: MuJoCo is not installed.
+            ValueError: no collidable geom selected, a named geom or body that does not
+                exist or gives no points, a body unknown to the model.
+
+        Example:
+            >>> xml = \'\'\'<mujoco><worldbody><body name="ball"><freejoint/>
+            ...   <geom name="s" type="sphere" size="0.1" mass="1"/>
+            ...   <geom name="c" type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" mass="0.1"/>
+            ... </body></worldbody></mujoco>\'\'\'
+            >>> ball = jaxrbd.load_mjcf(xml)
+            >>> pts = jaxrbd.ground.ContactPoints.from_mjcf(ball, xml)
+            >>> pts.names, pts.radius.tolist()
+            (('s', 'c/0', 'c/1'), [0.1, 0.02, 0.02])
+        """
+        try:
+            m = _compile(mjcf, assets)
+        except ImportError as e:
+            raise ImportError(
+                "ContactPoints.from_mjcf reads the MJCF through MuJoCo: install it with "
+                f"`pip install mujoco` (importing mujoco failed with: {e})"
+            ) from e
+        import mujoco  # optional dependency (extra: mjcf)
+
+        if isinstance(cylinder_points, bool) or not isinstance(cylinder_points, int) or (
+                cylinder_points < 3):
+            raise ValueError(f"cylinder_points must be an int >= 3, got {cylinder_points!r}")
+        name_of = lambda kind, i, fallback: mujoco.mj_id2name(m, kind, i) or f"{fallback}{i}"
+        geom_names = [name_of(mujoco.mjtObj.mjOBJ_GEOM, g, "geom") for g in range(m.ngeom)]
+        body_names = [name_of(mujoco.mjtObj.mjOBJ_BODY, b, "body") for b in range(m.nbody)]
+        G = mujoco.mjtGeom
+        kinds = {int(G.mjGEOM_SPHERE), int(G.mjGEOM_CAPSULE), int(G.mjGEOM_BOX),
+                 int(G.mjGEOM_CYLINDER)} | ({int(G.mjGEOM_MESH)} if meshes else set())
+        named = None
+        if geoms is not None and not callable(geoms):
+            if isinstance(geoms, (str, bytes)):
+                geoms = [geoms]
+            named = [str(g) for g in geoms]
+            unknown = sorted(set(named) - set(geom_names))
+            if unknown:
+                raise ValueError(f"geoms {unknown} are not geoms of the MJCF")
+        if bodies is not None:
+            bodies = [bodies] if isinstance(bodies, str) else [str(b) for b in bodies]
+            unknown = sorted(set(bodies) - set(body_names))
+            if unknown:
+                raise ValueError(f"bodies {unknown} are not bodies of the MJCF")
+        for b in bodies or ():
+            try:
+                model.body_id(b)
+            except (KeyError, ValueError):
+                raise ValueError(f"MJCF body {b!r} is not a body of the model") from None
+
+        paired = set(np.asarray(m.pair_geom1).tolist()) | set(np.asarray(m.pair_geom2).tolist())
+        items, names = [], []
+        for g in range(m.ngeom):
+            gname, bname = geom_names[g], body_names[int(m.geom_bodyid[g])]
+            if named is not None:
+                if gname not in named:
+                    continue
+                if int(m.geom_type[g]) not in kinds:
+                    raise ValueError(
+                        f"geom {gname!r} is a {G(int(m.geom_type[g])).name[7:].lower()}, which "
+                        "gives no points (sphere, capsule, box, cylinder; mesh with meshes=True)"
+                    )
+            elif callable(geoms):
+                if not geoms(m, g):
+                    continue
+            elif not (m.geom_contype[g] or m.geom_conaffinity[g] or g in paired):
+                continue
+            if int(m.geom_type[g]) not in kinds or (bodies is not None and bname not in bodies):
+                continue
+            try:
+                bid = model.body_id(bname)
+            except (KeyError, ValueError):
+                raise ValueError(
+                    f"MJCF body {bname!r} (of geom {gname!r}) is not a body of the model: "
+                    "load the model with jaxrbd.load_mjcf from the same MJCF"
+                ) from None
+            if bid == 0 or model.body_id(model.body_names[bid]) == 0:
+                if named is not None:
+                    raise ValueError(
+                        f"geom {gname!r} is on {bname!r}, which is welded to the world")
+                continue
+            for k, (p, r) in enumerate(_geom_spheres(m, g, cylinder_points)):
+                items.append((bname, p, r))
+                names.append(gname if int(m.geom_type[g]) == int(G.mjGEOM_SPHERE)
+                             else f"{gname}/{k}")
+        if not items:
+            raise ValueError(
+                "mjcf: no collidable sphere, capsule, box or cylinder geom on a moving body"
+                + (" among the selected geoms/bodies" if geoms is not None or bodies else "")
+            )
+        return cls.create(model, items, names=names, dtype=dtype)
+
     def select(self, names) -> ContactPoints:
         """The subset of points with the given names, in that order.
 
@@ -237,6 +369,32 @@ class ContactPoints(eqx.Module):
             points=jnp.concatenate([self.points, other.points.astype(self.points.dtype)]),
             radius=jnp.concatenate([self.radius, other.radius.astype(self.radius.dtype)]),
         )
+
+
+def _geom_spheres(m, g, cylinder_points):
+    """``[(centre (3,), radius)]`` in the body frame of MuJoCo geom ``g`` (see
+    `ContactPoints.from_mjcf`)."""
+    import mujoco  # optional dependency (extra: mjcf)
+
+
+    R, pos = _quat_R(m.geom_quat[g]), np.asarray(m.geom_pos[g], dtype=float)
+    size, kind, G = np.asarray(m.geom_size[g], dtype=float), int(m.geom_type[g]), mujoco.mjtGeom
+    if kind == G.mjGEOM_SPHERE:
+        local, r = np.zeros((1, 3)), size[0]
+    elif kind == G.mjGEOM_CAPSULE:  # the axis is the geom's z
+        local, r = np.array([[0.0, 0.0, size[1]], [0.0, 0.0, -size[1]]]), size[0]
+    elif kind == G.mjGEOM_BOX:
+        signs = np.array([[sx, sy, sz] for sx in (1, -1) for sy in (1, -1) for sz in (1, -1)])
+        local, r = signs * size[:3], 0.0
+    elif kind == G.mjGEOM_CYLINDER:
+        a = 2 * np.pi * np.arange(cylinder_points) / cylinder_points
+        ring = np.stack([size[0] * np.cos(a), size[0] * np.sin(a), np.zeros_like(a)], axis=1)
+        local, r = np.concatenate([ring + [0, 0, size[1]], ring - [0, 0, size[1]]]), 0.0
+    else:  # a mesh: its vertices, in the geom frame once compiled
+        mid = int(m.geom_dataid[g])
+        start, n = int(m.mesh_vertadr[mid]), int(m.mesh_vertnum[mid])
+        local, r = np.asarray(m.mesh_vert[start:start + n], dtype=float), 0.0
+    return [(pos + R @ p, float(r)) for p in local]
 
 
 # ---------------------------------------------------------------- terrains
@@ -457,7 +615,7 @@ def contact_frames(model, q, contacts, terrain):
     with jax.named_scope("jaxrbd.ground.contact_frames"):
         _check_contacts(model, contacts)
         _check_terrain(terrain)
-        q = _as_float("q", q, model.dtype)
+        q = as_float("q", q, model.dtype)
         if q.shape != (model.nq,):
             raise ValueError(f"q has shape {q.shape}, expected ({model.nq},) = (model.nq,)")
         return _frames(model, q, contacts, terrain)[:4]

@@ -19,16 +19,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
 from ._aba import node_armature, velocity_pass
 from ._core import algebra as al
 from ._core.checks import check_f_ext, check_state
 from ._core.native_vmap import native_vmap
 from ._core.nodes import gravity_acceleration, pad, pad_E, pad_inertia, pad_S
 from ._core.packing import pack, unpack
-from ._core.rows import place_rows
+from ._core.rows import node_rows, place_rows
 from ._core.schedule import add, put, scan_schedule, take
-from ._model import is_coupled
 
 __all__ = ["hybrid_batched", "hybrid_dynamics", "prescribed_mask"]
 
@@ -117,8 +115,7 @@ def hybrid_batched(model, q, qd, tau, qdd, mask, f_ext=None):
     """
     B = q.shape[-1]
     s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
-    zero = lambda x: jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0)
-    tau_n, qdd_n = zero(tau), zero(qdd)
+    tau_n, qdd_n = node_rows(tau), node_rows(qdd)
     m = jnp.asarray(np.concatenate([[False], np.asarray(mask, dtype=bool)]))[:, None]
     arm = node_armature(model, B)
     U, Dinv, w = _hybrid_inertia_pass(s, E, r, S, Ic, c, pA, tau_n, qdd_n, m, arm)
@@ -268,8 +265,6 @@ def hybrid_dynamics(model, q, qd, tau, qdd, prescribed, f_ext=None):
         >>> bool(jnp.allclose(tau_id, tau_out))
         True
     """
-    if is_coupled(model):
-        return _coupling.hybrid_dynamics(model, q, qd, tau, qdd, prescribed, f_ext)
     with jax.named_scope("jaxrbd.hybrid_dynamics"):
         q, qd, tau, qdd = check_state(model, q=q, qd=qd, tau=tau, qdd=qdd)
         f_ext = check_f_ext(model, f_ext)

@@ -19,14 +19,13 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from . import _coupling, spatial
+from . import spatial
 from ._configuration import _euclidean_maps, integrate_batched
 from ._core import linalg as _linalg
-from ._core.checks import _as_float, check_vector
+from ._core.checks import as_float, check_vector
 from ._core.rotation import log_quat, so3_left_jacobian_inv
 from ._core.topology import topology
 from ._kinematics import body_frames, node_jacobian, node_poses, support
-from ._model import is_coupled
 
 __all__ = ["IKResult", "IKTarget", "inverse_kinematics"]
 
@@ -236,7 +235,7 @@ def _target_data(prob, targets, dtype):
     ``rotation (nr, 3, 3)``, ``wp (np,)``, ``wr (nr,)``."""
 
     def leaf(k, t, name, core):
-        x = _as_float(f"targets[{k}].{name}", getattr(t, name), dtype)
+        x = as_float(f"targets[{k}].{name}", getattr(t, name), dtype)
         if x.shape != core:
             hint = " (use jax.vmap to solve a batch of targets)" if x.ndim > len(core) else ""
             raise ValueError(f"targets[{k}].{name} has shape {x.shape}, expected {core}{hint}")
@@ -492,8 +491,9 @@ def _solve(prob, model, q0, data, lo, hi, max_iters, tol, damping, max_step, res
     e0 = jnp.zeros(prob.m, dtype)
     J0 = jnp.zeros((prob.m, prob.nv), dtype)
     inf = jnp.asarray(jnp.inf, dtype)
+    # e_best starts as NaN: if no trial is ever finite, the result does not converge
     c0 = (k0, jnp.zeros((), bool), jnp.ones((), bool), k0, q_start, e0, e0, J0, inf, damping,
-          two, inf, k0, q_start, e0, inf)
+          two, inf, k0, q_start, jnp.full(prob.m, jnp.nan, dtype), inf)
     c = lax.while_loop(cond, body, c0)
     k, q_best, e_best = c[0], c[-3], c[-2]
     return q_best, e_best, k - 1
@@ -641,6 +641,8 @@ def inverse_kinematics(
             body, with arrays of the wrong shape or with neither position nor
             rotation; an unknown joint in ``active``; ``max_iters < 0``; ``tol``,
             ``damping`` or ``max_step`` not positive.
+        equinox.EquinoxRuntimeError: non-finite numbers in the targets or ``q0``
+            (``eqx.error_if``; NaN results with ``EQX_ON_ERROR=nan``).
         TypeError: ``targets`` not `IKTarget`s; ``max_iters`` not an int.
 
     Example:
@@ -653,14 +655,21 @@ def inverse_kinematics(
         >>> bool(jnp.allclose(jaxrbd.point_position(model, res.q, "body_3", tip), goal))
         True
     """
-    if is_coupled(model):
-        raise _coupling.unsupported('inverse_kinematics')
     with jax.named_scope("jaxrbd.inverse_kinematics"):
         targets = _check_targets(targets)
         _check_options(max_iters, tol, damping, max_step)
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         prob = _Problem(model, targets, active, respect_limits)
         data = _target_data(prob, targets, model.dtype)
+        # a NaN goal has no solution: every trial error is NaN, and no trial can pass
+        finite = jnp.all(jnp.isfinite(q0))
+        for x in data:
+            finite = finite & jnp.all(jnp.isfinite(x))
+        data = eqx.error_if(
+            data, ~finite,
+            "inverse_kinematics: the targets (point, position, rotation, weights) or q0 "
+            "hold NaN or inf",
+        )
         lo = jnp.asarray(model.q_lower, model.dtype)
         hi = jnp.asarray(model.q_upper, model.dtype)
         tol = jnp.asarray(tol, model.dtype)

@@ -4,7 +4,9 @@ The state is ``(q, qd)``: ``q`` on the product of the joint manifolds (angles an
 displacements, unit quaternions, SE(3) poses of free joints) and ``qd`` in its tangent
 space. The equations of motion are ``q' = q (+) qd`` (the velocity moves ``q`` along the
 manifold, `jaxrbd.integrate`) and ``qd' = qdd(q, qd, tau)``. Every integrator moves ``q``
-with `jaxrbd.integrate` only, so quaternions stay unit to round-off.
+on the joint manifolds (exponential maps), so quaternions stay unit to round-off; the
+Euler methods move a free joint's origin on a straight line, in coordinates frozen at
+the start of the step (`_configuration.advance`).
 
 RK4 is the commutator-free Lie-group method CF4 of Celledoni, Marthinsen and Owren
 (FGCS 19, 2003): the classical four stages, each started from a point reached by
@@ -23,11 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._aba import forward_dynamics
-from ._analytic_rules import DERIVATIVE_MATRICES
-from ._configuration import advance, frame_rate, move
-from ._core.checks import _as_float, check_state, check_vector
-from ._model import is_coupled
+from ._api import advance, forward_dynamics, has_analytic_rule, move
+from ._configuration import frame_rate
+from ._core.checks import as_float, check_state, check_vector
+from ._core.sharding import blocked_over_devices, check_devices
+from ._dynamics import DERIVATIVE_MATRICES
+from ._model import check_model
 
 __all__ = ["INTEGRATORS", "rollout", "rollout_batched", "step"]
 
@@ -47,7 +50,7 @@ def _concrete(x):
 
 
 def _check_dt(dt, dtype):
-    dt = _as_float("dt", dt, dtype)
+    dt = as_float("dt", dt, dtype)
     if dt.ndim != 0:
         raise ValueError(f"dt has shape {dt.shape}, expected a scalar () [s]")
     value = _concrete(dt)
@@ -93,7 +96,7 @@ def _check_callables(forces, dynamics):
 
 def _result(name, x, model):
     """A user callable's output as an ``(nv,)`` array of the model dtype."""
-    x = _as_float(name, x, model.dtype)
+    x = as_float(name, x, model.dtype)
     if x.shape != (model.nv,):
         raise ValueError(
             f"{name} returned shape {x.shape}, expected ({model.nv},) = (model.nv,)"
@@ -123,7 +126,7 @@ def _check_controls(model, tau_seq, n_steps, policy, name="tau_seq"):
             raise ValueError("n_steps is required with a policy (tau_seq=None)")
         n = _check_n_steps(n_steps)
         return jnp.arange(n), n
-    tau_seq = _as_float(name, tau_seq, model.dtype)
+    tau_seq = as_float(name, tau_seq, model.dtype)
     if tau_seq.ndim != 2 or tau_seq.shape[1] != model.nv:
         raise ValueError(
             f"{name} has shape {tau_seq.shape}, expected (n_steps, {model.nv}) "
@@ -246,7 +249,7 @@ def _stepper(model, integrator, forces, dynamics) -> Callable:
     if method is _rk4:
         # the stages keep only the rule's derivative matrices for reverse mode when the
         # dynamics are jaxrbd's (a user's `dynamics` would be recomputed in full)
-        remat = dynamics is None and not is_coupled(model)
+        remat = dynamics is None and has_analytic_rule(model)
         return lambda q, qd, tau, dt: _rk4(model, accel, q, qd, tau, dt, remat_stages=remat)
     return lambda q, qd, tau, dt: method(model, accel, q, qd, tau, dt)
 
@@ -411,6 +414,7 @@ def rollout(
         (51, 9)
     """
     with jax.named_scope("jaxrbd.rollout"):
+        check_model(model)
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         qd0 = check_vector("qd0", qd0, model.nv, "model.nv", model.dtype)
         dt = _check_dt(dt, model.dtype)
@@ -441,7 +445,7 @@ def rollout(
 
 
 def _check_batch(model, name, x, n, what):
-    x = _as_float(name, x, model.dtype)
+    x = as_float(name, x, model.dtype)
     if x.ndim != 2 or x.shape[1] != n:
         raise ValueError(f"{name} has shape {x.shape}, expected (batch, {n}) = (batch, {what})")
     return x
@@ -449,7 +453,6 @@ def _check_batch(model, name, x, n, what):
 
 def _check_devices(devices):
     """The rollouts' devices: `jax.devices()` by default, else `_sharding.check_devices`."""
-    from ._core.sharding import check_devices
 
     return list(jax.devices()) if devices is None else list(check_devices(devices))
 
@@ -460,7 +463,7 @@ def check_batch_inputs(model, Q0, QD0, TAU_SEQ):
     Q0 = _check_batch(model, "Q0", Q0, model.nq, "model.nq")
     QD0 = _check_batch(model, "QD0", QD0, model.nv, "model.nv")
     if TAU_SEQ is not None:
-        TAU_SEQ = _as_float("TAU_SEQ", TAU_SEQ, model.dtype)
+        TAU_SEQ = as_float("TAU_SEQ", TAU_SEQ, model.dtype)
         if TAU_SEQ.ndim != 3 or TAU_SEQ.shape[2] != model.nv:
             raise ValueError(
                 f"TAU_SEQ has shape {TAU_SEQ.shape}, expected (batch, n_steps, {model.nv}) "
@@ -486,7 +489,6 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
     `rollout` one after the other, so a block's states stay in cache for the whole
     rollout.
     """
-    from ._core.sharding import blocked_over_devices
 
     arrays = check_batch_inputs(model, Q0, QD0, TAU_SEQ)
     # the single-sample checks (dt, integrator, callables, n_steps vs policy) up front,

@@ -17,6 +17,11 @@ import functools
 
 import jax
 
+try:  # JAX's private trace state (`nested`); where it moved, `nested` assumes the top level
+    from jax._src import core as _jax_core
+except ImportError:
+    _jax_core = None
+
 from ._core.backend import (
     AVX512_COMPILER_OPTIONS,
     CPU_COMPILER_OPTIONS,
@@ -27,14 +32,12 @@ from ._core.backend import (
 __all__ = ["AVX512_COMPILER_OPTIONS", "CPU_COMPILER_OPTIONS", "compiler_options", "jit"]
 
 
-def _nested() -> bool:
+def nested() -> bool:
     """Whether a trace (jit, vmap, grad, ...) is in progress: JAX accepts compiler options
     on the outermost jit only."""
     try:
-        from jax._src import core
-
-        return not core.trace_state_clean()
-    except (ImportError, AttributeError):  # the private API moved: assume top level
+        return not _jax_core.trace_state_clean()
+    except AttributeError:  # the private API moved: assume top level
         # (_Jit.__call__ still falls back when JAX refuses nested options)
         return False
 
@@ -69,7 +72,7 @@ class _Jit:
         return self._plain
 
     def __call__(self, *args, **kwargs):
-        if _nested():
+        if nested():
             return self._get_plain()(*args, **kwargs)
         try:
             return self._get()(*args, **kwargs)

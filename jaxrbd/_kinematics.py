@@ -21,15 +21,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
 from ._core import algebra as al
-from ._core.checks import _as_float, check_state
+from ._core.checks import as_float, check_state
 from ._core.jcalc import body_offsets, joint_velocity_terms
 from ._core.native_vmap import native_vmap
 from ._core.nodes import Xup_and_S, sched
 from ._core.passes import velocities, velocities_accelerations, world_transforms
+from ._core.rows import node_rows
 from ._core.topology import topology
-from ._model import is_coupled
 
 __all__ = [
     "body_acceleration",
@@ -51,12 +50,12 @@ __all__ = [
 # Batch-trailing; every node quantity is ``(nn, ..., B)``. Accelerations exclude gravity.
 
 
-def _node_poses(model, q):
+def node_poses_batched(model, q):
     E, r, _ = Xup_and_S(model, q)
     return world_transforms(sched(model, q.shape[-1]), E, r)
 
 
-def _node_velocities(model, q, qd):
+def node_velocities_batched(model, q, qd):
     s = sched(model, q.shape[-1])
     E, r, S = Xup_and_S(model, q)
     vJ, _, _ = joint_velocity_terms(model, q, qd, S)
@@ -64,12 +63,12 @@ def _node_velocities(model, q, qd):
     return E0, r0, v
 
 
-def _node_accelerations(model, q, qd, qdd):
+def node_accelerations_batched(model, q, qd, qdd):
     B = q.shape[-1]
     s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
-    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    qdd_n = node_rows(qdd)
     a_world = jnp.zeros((6, B), q.dtype)
     v, a, (E0, r0) = velocities_accelerations(
         s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a_world, with_X0=True
@@ -77,7 +76,7 @@ def _node_accelerations(model, q, qd, qdd):
     return E0, r0, v, a
 
 
-def _node_jacobian(model, q):
+def node_jacobian_batched(model, q):
     """``X0`` and the world-frame (world origin) motion subspace ``S0`` ``(nv, 6, B)``."""
     E, r, S = Xup_and_S(model, q)
     E0, r0 = world_transforms(sched(model, q.shape[-1]), E, r)
@@ -87,10 +86,10 @@ def _node_jacobian(model, q):
 # One state in, node arrays out (batch axis dropped); `jax.vmap` runs the batch-trailing
 # form natively (see `_vmap`). For other modules' single-state code; the public functions
 # below run their whole computation batch-trailing through `run_native`.
-node_poses = native_vmap(_node_poses)
-node_velocities = native_vmap(_node_velocities)
-node_accelerations = native_vmap(_node_accelerations)
-node_jacobian = native_vmap(_node_jacobian)
+node_poses = native_vmap(node_poses_batched)
+node_velocities = native_vmap(node_velocities_batched)
+node_accelerations = native_vmap(node_accelerations_batched)
+node_jacobian = native_vmap(node_jacobian_batched)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -163,7 +162,7 @@ def resolve_points(model, point, K: int, single: bool):
     """``point`` -> ``(K, 3)`` (``None`` is the body origin)."""
     if point is None:
         return jnp.zeros((K, 3), model.dtype)
-    p = _as_float("point", point, model.dtype)
+    p = as_float("point", point, model.dtype)
     want = (3,) if single else (K, 3)
     if p.shape != want:
         raise ValueError(
@@ -213,15 +212,13 @@ def forward_kinematics(model, q):
         >>> R.shape, p.shape
         ((4, 3, 3), (4, 3))
     """
-    if is_coupled(model):
-        return _coupling.forward_kinematics(model, q)
     with jax.named_scope("jaxrbd.forward_kinematics"):
         (q,) = check_state(model, q=q)
         return run_native(_forward_kinematics, model, (q,))
 
 
 def _forward_kinematics(model, q):
-    E, r = body_frames_batched(model, np.arange(model.nbodies), *_node_poses(model, q))
+    E, r = body_frames_batched(model, np.arange(model.nbodies), *node_poses_batched(model, q))
     return al.transpose(E), r
 
 
@@ -242,15 +239,13 @@ def body_velocities(model, q, qd):
         >>> jaxrbd.body_velocities(model, q, jnp.ones(model.nv)).shape
         (4, 6)
     """
-    if is_coupled(model):
-        return _coupling.body_velocities(model, q, qd)
     with jax.named_scope("jaxrbd.body_velocities"):
         q, qd = check_state(model, q=q, qd=qd)
         return run_native(_body_velocities, model, (q, qd))
 
 
 def _body_velocities(model, q, qd):
-    return body_frames_batched(model, np.arange(model.nbodies), *_node_velocities(model, q, qd))[2]
+    return body_frames_batched(model, np.arange(model.nbodies), *node_velocities_batched(model, q, qd))[2]
 
 
 def body_accelerations(model, q, qd, qdd):
@@ -272,15 +267,13 @@ def body_accelerations(model, q, qd, qdd):
         >>> jaxrbd.body_accelerations(model, q, jnp.ones(model.nv), jnp.zeros(model.nv)).shape
         (4, 6)
     """
-    if is_coupled(model):
-        return _coupling.body_accelerations(model, q, qd, qdd)
     with jax.named_scope("jaxrbd.body_accelerations"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         return run_native(_body_accelerations, model, (q, qd, qdd))
 
 
 def _body_accelerations(model, q, qd, qdd):
-    E0, r0, _, a = _node_accelerations(model, q, qd, qdd)
+    E0, r0, _, a = node_accelerations_batched(model, q, qd, qdd)
     return body_frames_batched(model, np.arange(model.nbodies), E0, r0, a)[2]
 
 
@@ -313,8 +306,6 @@ def body_jacobians(model, q, frame=None):
             stacklevel=2,
         )
         frame = "body"
-    if is_coupled(model):
-        return _coupling.body_jacobians(model, q, frame)
     with jax.named_scope("jaxrbd.body_jacobians"):
         _check_frame(frame)
         (q,) = check_state(model, q=q)
@@ -327,7 +318,7 @@ def _jacobians(model, q, *args):
     not given); ``args`` = ``([P,] bodies, frame)``."""
     P_body, (bodies, frame) = (args[0], args[1:]) if len(args) == 3 else (None, args)
     bodies = np.asarray(bodies)
-    E0n, r0n, S0 = _node_jacobian(model, q)
+    E0n, r0n, S0 = node_jacobian_batched(model, q)
     E0, r0 = body_frames_batched(model, bodies, E0n, r0n)
     node = topology(model).body_node[bodies]
     mask = support(model)[node]  # (K, nv) static
@@ -363,8 +354,6 @@ def point_position(model, q, body, point=None):
         >>> jaxrbd.point_position(model, jnp.zeros(model.nq), 3, jnp.array([0.0, 0.0, -1.0])).shape
         (3,)
     """
-    if is_coupled(model):
-        return _coupling.point_position(model, q, body, point)
     with jax.named_scope("jaxrbd.point_position"):
         bodies, single = resolve_bodies(model, body)
         (q,) = check_state(model, q=q)
@@ -373,7 +362,7 @@ def point_position(model, q, body, point=None):
 
 
 def _point_position(model, q, p, bodies):
-    E0, r0 = body_frames_batched(model, bodies, *_node_poses(model, q))
+    E0, r0 = body_frames_batched(model, bodies, *node_poses_batched(model, q))
     return r0 + al.mtv(E0, p)
 
 
@@ -395,8 +384,6 @@ def point_velocity(model, q, qd, body, point=None):
         >>> bool(jnp.allclose(v, J @ qd))
         True
     """
-    if is_coupled(model):
-        return _coupling.point_velocity(model, q, qd, body, point)
     with jax.named_scope("jaxrbd.point_velocity"):
         return _lin(body_velocity(model, q, qd, body, point, frame="world"))
 
@@ -419,8 +406,6 @@ def point_acceleration(model, q, qd, qdd, body, point=None):
         >>> bool(jnp.allclose(a, jaxrbd.point_bias_acceleration(model, q, qd, 3)))
         True
     """
-    if is_coupled(model):
-        return _coupling.point_acceleration(model, q, qd, qdd, body, point)
     with jax.named_scope("jaxrbd.point_acceleration"):
         return _lin(body_acceleration(model, q, qd, qdd, body, point, frame="world"))
 
@@ -441,8 +426,6 @@ def point_bias_acceleration(model, q, qd, body, point=None):
         >>> jaxrbd.point_bias_acceleration(model, q, qd, 3).shape
         (3,)
     """
-    if is_coupled(model):
-        return _coupling.point_bias_acceleration(model, q, qd, body, point)
     with jax.named_scope("jaxrbd.point_bias_acceleration"):
         return _lin(body_bias_acceleration(model, q, qd, body, point, frame="world"))
 
@@ -463,8 +446,6 @@ def point_jacobian(model, q, body, point=None):
         >>> jaxrbd.point_jacobian(model, q, [1, 2, 3], jnp.zeros((3, 3))).shape
         (3, 3, 9)
     """
-    if is_coupled(model):
-        return _coupling.point_jacobian(model, q, body, point)
     with jax.named_scope("jaxrbd.point_jacobian"):
         return body_jacobian(model, q, body, point, frame="world")[..., 3:, :]
 
@@ -495,8 +476,6 @@ def body_velocity(model, q, qd, body, point=None, frame="world"):
         >>> jaxrbd.body_velocity(model, q, qd, "body_3", frame="body").shape
         (6,)
     """
-    if is_coupled(model):
-        return _coupling.body_velocity(model, q, qd, body, point, frame)
     with jax.named_scope("jaxrbd.body_velocity"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)
@@ -506,7 +485,7 @@ def body_velocity(model, q, qd, body, point=None, frame="world"):
 
 
 def _body_velocity(model, q, qd, p, bodies, frame):
-    E0, r0, v = body_frames_batched(model, bodies, *_node_velocities(model, q, qd))
+    E0, r0, v = body_frames_batched(model, bodies, *node_velocities_batched(model, q, qd))
     if frame == "body":
         return v
     return _world_motion_at(E0, r0, v, r0 + al.mtv(E0, p))
@@ -540,8 +519,6 @@ def body_acceleration(model, q, qd, qdd, body, point=None, frame="world"):
         >>> jaxrbd.body_acceleration(model, q, qd, jnp.zeros(model.nv), 3).shape
         (6,)
     """
-    if is_coupled(model):
-        return _coupling.body_acceleration(model, q, qd, qdd, body, point, frame)
     with jax.named_scope("jaxrbd.body_acceleration"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)
@@ -552,7 +529,7 @@ def body_acceleration(model, q, qd, qdd, body, point=None, frame="world"):
 
 
 def _body_acceleration(model, q, qd, qdd, p, bodies, frame):
-    E0, r0, v, a = body_frames_batched(model, bodies, *_node_accelerations(model, q, qd, qdd))
+    E0, r0, v, a = body_frames_batched(model, bodies, *node_accelerations_batched(model, q, qd, qdd))
     if frame == "body":
         return a
     return _world_acceleration_at(E0, r0, v, a, p)
@@ -567,8 +544,6 @@ def body_bias_acceleration(model, q, qd, body, point=None, frame="world"):
         >>> jaxrbd.body_bias_acceleration(model, q, qd, 3, frame="body").shape
         (6,)
     """
-    if is_coupled(model):
-        return _coupling.body_bias_acceleration(model, q, qd, body, point, frame)
     with jax.named_scope("jaxrbd.body_bias_acceleration"):
         zeros = jnp.zeros(model.nv, model.dtype)
         return body_acceleration(model, q, qd, zeros, body, point, frame)
@@ -594,8 +569,6 @@ def body_jacobian(model, q, body, point=None, frame="world"):
         >>> bool(jnp.allclose(J @ qd, jaxrbd.body_velocity(model, q, qd, "body_3", frame="body")))
         True
     """
-    if is_coupled(model):
-        return _coupling.body_jacobian(model, q, body, point, frame)
     with jax.named_scope("jaxrbd.body_jacobian"):
         _check_frame(frame)
         bodies, single = resolve_bodies(model, body)

@@ -18,9 +18,16 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._core import algebra as al
-from ._core.checks import _as_float, check_state
+from ._core.checks import as_float, check_state
 from ._core.topology import topology
-from ._kinematics import _node_jacobian, _node_poses, body_frames_batched, run_native, support
+from ._kinematics import (
+    body_frames_batched,
+    node_jacobian_batched,
+    node_poses_batched,
+    run_native,
+    support,
+)
+from ._model import check_model
 
 __all__ = ["MarkerSet", "marker_jacobian", "marker_kinematics", "marker_positions"]
 
@@ -141,7 +148,7 @@ def _check(model, q, markers):
         except (ValueError, TypeError) as e:
             raise type(e)(f"marker {name!r}: {e}") from None
     (q,) = check_state(model, q=q)
-    offsets = _as_float("markers.offsets", markers.offsets, model.dtype)
+    offsets = as_float("markers.offsets", markers.offsets, model.dtype)
     if offsets.shape != (len(markers), 3):
         raise ValueError(
             f"markers.offsets has shape {offsets.shape}, expected ({len(markers)}, 3) "
@@ -151,13 +158,13 @@ def _check(model, q, markers):
 
 
 def _positions(model, q, offsets, bodies):
-    E0, r0 = body_frames_batched(model, bodies, *_node_poses(model, q))
+    E0, r0 = body_frames_batched(model, bodies, *node_poses_batched(model, q))
     return r0 + al.mtv(E0, offsets)
 
 
 def _positions_jacobian(model, q, offsets, bodies):
     """Batch-trailing: positions ``(K, 3, B)`` and Jacobian ``(K, 3, nv, B)`` from one pass."""
-    E0n, r0n, S0 = _node_jacobian(model, q)  # S0: (nv, 6, B) world axes at the world origin
+    E0n, r0n, S0 = node_jacobian_batched(model, q)  # S0: (nv, 6, B) world axes at the world origin
     E0, r0 = body_frames_batched(model, np.asarray(bodies), E0n, r0n)
     P = r0 + al.mtv(E0, offsets)  # (K, 3, B) world
     node = topology(model).body_node[np.asarray(bodies)]
@@ -188,6 +195,7 @@ def marker_positions(model, q, markers):
         >>> jaxrbd.marker_positions(model, jnp.zeros(model.nq), ms)
         Array([[ 0.,  0., -3.]], dtype=float64)
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.marker_positions"):
         q, offsets, bodies = _check(model, q, markers)
         return run_native(_positions, model, (q, offsets), (bodies,))
@@ -214,6 +222,7 @@ def marker_jacobian(model, q, markers):
         >>> jaxrbd.marker_jacobian(model, q, ms).shape
         (3, 9)
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.marker_jacobian"):
         return marker_kinematics(model, q, markers)[1]
 
@@ -236,6 +245,7 @@ def marker_kinematics(model, q, markers):
         >>> bool(jnp.allclose(J @ qd, jaxrbd.point_velocity(model, q, qd, "body_3", ms.offsets[0])))
         True
     """
+    check_model(model)
     with jax.named_scope("jaxrbd.marker_kinematics"):
         q, offsets, bodies = _check(model, q, markers)
         P, J = run_native(_positions_jacobian, model, (q, offsets), (bodies,))

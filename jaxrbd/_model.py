@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -118,8 +122,9 @@ class Model(eqx.Module):
             raise ValueError("Model: node table does not match nv")
         if any(p >= i for i, p in enumerate(self.body_parent) if i > 0):
             raise ValueError("Model: bodies are not in topological order")
-        if self.traversal not in ("auto", "level", "body"):
-            raise ValueError(f"traversal {self.traversal!r}, expected 'auto', 'level' or 'body'")
+        if self.traversal not in ("auto", "level", "body", "dense"):
+            raise ValueError(
+                f"traversal {self.traversal!r}, expected 'auto', 'level', 'body' or 'dense'")
 
     # ---- sizes and lookup ----
     @property
@@ -206,14 +211,10 @@ class Model(eqx.Module):
         (default: the traversal `jaxrbd._core.backend.traversal` picks for the device the
         computation runs on: level by level for a single state and off the CPU, body by
         body for a batch on a CPU)."""
-        import dataclasses
-
         return dataclasses.replace(self, traversal=traversal)
 
     def astype(self, dtype) -> Model:
         """The same model with every leaf cast to ``dtype`` (e.g. ``jnp.float32``)."""
-        import jax
-
         return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
 
     def __repr__(self) -> str:
@@ -368,8 +369,6 @@ class CoupledModel(eqx.Module):
         return slice(k, k + s.stop - s.start)
 
     def astype(self, dtype) -> CoupledModel:
-        import jax
-
         return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
 
     def __repr__(self) -> str:
@@ -378,8 +377,6 @@ class CoupledModel(eqx.Module):
     def summary(self) -> str:
         """The base model's tree with the independent coordinates' indices, and each
         coupled joint's law ``q_m = a q_j + b`` in place of its indices."""
-        import re
-
         a, b = np.asarray(self.multiplier), np.asarray(self.offset)
         law = {
             m: f"= {float(a[k]):.6g} * {j!r} {'+' if b[k] >= 0 else '-'} {abs(float(b[k])):.6g}"
@@ -404,7 +401,26 @@ class CoupledModel(eqx.Module):
         return "\n".join([lines[0]] + [slots.sub(repl, line) for line in lines[1:]])
 
 
+def check_model(model, name: str = "model") -> None:
+    """A ``TypeError`` naming ``name`` unless ``model`` is a `Model` or `CoupledModel`
+    (trace-time, an ``isinstance``): the first thing the public functions do."""
+    if isinstance(model, (Model, CoupledModel)):
+        return
+    hint = ""
+    if type(model).__name__ == "ConstraintSet":
+        hint = " (the model comes first, the ConstraintSet later)"
+    raise TypeError(
+        f"{name} must be a jaxrbd Model or CoupledModel (from load_urdf, load_mjcf or "
+        f"ModelBuilder.build), got {type(model).__name__}{hint}"
+    )
+
+
 def is_coupled(model) -> bool:
-    """Whether ``model`` is a `CoupledModel` (the public functions then reduce the full
-    tree's quantities to the independent coordinates, see `jaxrbd._coupling`)."""
+    """Whether ``model`` is a `CoupledModel`. The public functions do not ask: each is made
+    once in `jaxrbd._api` from its plain door and its coupled variant (`jaxrbd._coupled`).
+
+    Raises:
+        TypeError: ``model`` is neither a `Model` nor a `CoupledModel` (`check_model`).
+    """
+    check_model(model)
     return isinstance(model, CoupledModel)

@@ -24,17 +24,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _coupling
 from ._core import algebra as al
-from ._core.checks import _as_float, check_state
+from ._core.checks import as_float, check_state
 from ._core.jcalc import joint_velocity_terms
 from ._core.native_vmap import native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, sched
 from ._core.passes import velocities_accelerations
-from ._core.rows import place_rows
+from ._core.rows import node_rows, place_rows
 from ._core.topology import topology
 from ._kinematics import body_frames_batched
-from ._model import is_coupled
+from ._model import check_model
 
 __all__ = [
     "from_log_cholesky",
@@ -72,6 +71,7 @@ def inertial_parameters(model):
         >>> pi.shape, float(pi[1, 0])          # the first link's mass [kg]
         ((4, 10), 0.1)
     """
+    check_model(model)
     return model.inertia
 
 
@@ -98,7 +98,8 @@ def with_inertial_parameters(model, pi):
         >>> float(heavier.inertia[1, 0]), float(model.inertia[1, 0])
         (0.2, 0.1)
     """
-    pi = _as_float("pi", pi, model.dtype)
+    check_model(model)
+    pi = as_float("pi", pi, model.dtype)
     shape = model.inertia.shape  # (..., nbodies, 10); leading axes for stacked models
     lead, nb = shape[:-2], shape[-2]
     if pi.shape == lead + (nb * 10,):
@@ -188,7 +189,7 @@ def regressor_batched(model, q, qd, qdd):
     s = sched(model, B)
     E, r, S = Xup_and_S(model, q)
     vJ, vJc, cJ = joint_velocity_terms(model, q, qd, S)
-    qdd_n = jnp.concatenate([jnp.zeros_like(qdd[:1]), qdd], axis=0)
+    qdd_n = node_rows(qdd)
     a_world = gravity_acceleration(model, B, q.dtype)  # gravity as a world acceleration
     v, a, (E0, r0) = velocities_accelerations(
         s, E, r, vJ, vJc, cJ, S * qdd_n[:, None, :], a_world, with_X0=True
@@ -249,8 +250,6 @@ def inverse_dynamics_regressor(model, q, qd, qdd, *, armature=False):
         >>> bool(jnp.allclose(Y @ pi, tau, atol=1e-4))
         True
     """
-    if is_coupled(model):
-        return _coupling.inverse_dynamics_regressor(model, q, qd, qdd, armature=armature)
     with jax.named_scope("jaxrbd.inverse_dynamics_regressor"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
         Y = _regressor(model, q, qd, qdd)

@@ -55,7 +55,7 @@ class Visual:
 
 def _trimesh():
     try:
-        import trimesh
+        import trimesh  # optional dependency (extra: viewer)
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
             "the browser viewer needs trimesh: `pip install jaxrbd[viewer]` (viser, trimesh); "
@@ -323,7 +323,7 @@ _PLANE, _HFIELD, _SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX, _MESH = range(8
 def mjcf_visuals(model, source, groups=(0, 1, 2)):
     """The geoms of an MJCF model (MuJoCo's compiled ``MjModel``) in ``groups`` (MuJoCo's
     viewer shows groups 0-2 by default) attached to the model's bodies by name."""
-    import mujoco
+    import mujoco  # optional dependency (extra: mjcf)
 
     if isinstance(source, mujoco.MjModel):
         m = source

@@ -18,16 +18,15 @@ import jax
 import jax.numpy as jnp
 
 from ._core import algebra as al
-from ._core.checks import _as_float, check_state
-from ._energy import _com, _moving_inertias, _to_world, _world_inertias
-from ._kinematics import _node_accelerations, run_native
-from ._model import is_coupled
+from ._core.checks import as_float, check_state
+from ._energy import com_from_inertias, forces_to_world, moving_inertias, world_inertias
+from ._kinematics import node_accelerations_batched, run_native
 
-__all__ = ["zero_moment_point"]
+__all__ = ["plane_vector", "zero_moment_point", "zmp_from"]
 
 
-def _plane_vector(name, x, dtype):
-    x = _as_float(name, x, dtype)
+def plane_vector(name, x, dtype):
+    x = as_float(name, x, dtype)
     if x.shape != (3,):
         raise ValueError(f"{name} has shape {x.shape}, expected (3,)")
     return x
@@ -35,15 +34,15 @@ def _plane_vector(name, x, dtype):
 
 def _momentum_rate_at_origin(model, q, qd, qdd):
     """``[L̇_O; ṗ]`` (world axes, world origin) ``(6, B)``, mass ``()`` and CoM ``(3, B)``."""
-    E0, r0, v, a = _node_accelerations(model, q, qd, qdd)
-    Ic = _moving_inertias(model)
+    E0, r0, v, a = node_accelerations_batched(model, q, qd, qdd)
+    Ic = moving_inertias(model)
     v, a = v[1:], a[1:]
     f = al.inertia_mul(Ic, a) + al.cross_force(v, al.inertia_mul(Ic, v))
-    tot, c = _com(_world_inertias(model, E0, r0))
-    return jnp.sum(_to_world(E0, r0, f), 0), tot[0], c
+    tot, c = com_from_inertias(world_inertias(model, E0, r0))
+    return jnp.sum(forces_to_world(E0, r0, f), 0), tot[0], c
 
 
-def _zmp_from(hdot_O, mass, c, g, normal, point):
+def zmp_from(hdot_O, mass, c, g, normal, point):
     """ZMP from the momentum rate at the world origin (all in world axes)."""
     f = hdot_O[3:] - mass * g
     n_O = hdot_O[:3] - jnp.cross(c, mass * g)
@@ -82,24 +81,9 @@ def zero_moment_point(model, q, qd, qdd, normal=(0.0, 0.0, 1.0), point=(0.0, 0.0
     """
     with jax.named_scope("jaxrbd.zero_moment_point"):
         q, qd, qdd = check_state(model, q=q, qd=qd, qdd=qdd)
-        normal = _plane_vector("normal", normal, model.dtype)
-        point = _plane_vector("point", point, model.dtype)
+        normal = plane_vector("normal", normal, model.dtype)
+        point = plane_vector("point", point, model.dtype)
         normal = normal / jnp.linalg.norm(normal)
         g = model.gravity.astype(model.dtype)
-        if is_coupled(model):
-            # the centroidal quantities carry the coupling: [k_G; m c̈] about the CoM
-            from ._energy import (
-                center_of_mass,
-                centroidal_momentum_bias,
-                centroidal_momentum_matrix,
-                total_mass,
-            )
-
-            hdot_G = centroidal_momentum_matrix(model, q) @ qdd + centroidal_momentum_bias(
-                model, q, qd
-            )
-            c = center_of_mass(model, q)
-            hdot_O = jnp.concatenate([hdot_G[:3] + jnp.cross(c, hdot_G[3:]), hdot_G[3:]])
-            return _zmp_from(hdot_O, total_mass(model), c, g, normal, point)
         hdot_O, mass, c = run_native(_momentum_rate_at_origin, model, (q, qd, qdd))
-        return _zmp_from(hdot_O, mass, c, g, normal, point)
+        return zmp_from(hdot_O, mass, c, g, normal, point)

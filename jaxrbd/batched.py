@@ -10,11 +10,23 @@ is what `jax.vmap` does not do by itself:
 * a compiled program per model structure and batch size, made with `jaxrbd.jit` (the
   compiler options for the device it runs on); called inside your own jit, the outer
   jit's options apply, so make that one a `jaxrbd.jit` too;
-* `rollout`: rollouts sharded over devices;
-* ``devices=``: the batch split over several devices, e.g. both cores of a CPU host
-  split into two devices with ``jax.config.update("jax_num_cpu_devices", 2)`` before
-  JAX starts (`jaxrbd._core.sharding`). ``"all"`` takes `jax.devices()`; the default
-  ``None`` runs on one device.
+* `rollout`, `ground_rollout`: rollouts in cache-sized blocks of samples;
+* ``devices=``: the batch split over several devices (`jaxrbd._core.sharding`).
+
+``devices`` means the same in every function:
+
+* ``None`` (the default): one device, the one an unsharded `jax.jit` call runs on;
+* ``"all"``: `jax.devices()`, every device of the default backend (of every process
+  after `jax.distributed.initialize`);
+* a `jax.sharding.Mesh` (its devices, in mesh order) or a sequence of `jax.Device`.
+
+On a CPU host, ``jax.config.update("jax_num_cpu_devices", 2)`` before JAX starts splits
+it into two devices. With devices of several processes, each process passes its own
+part of the batch and gets its own part of the results (or passes global arrays and
+gets global arrays): see docs/scaling-out.md. Results do not depend on the devices.
+`rollout` and `ground_rollout` still split over ``"all"`` by default when more than one
+device is visible, with a `FutureWarning`: pass ``devices="all"`` to keep that, or
+``devices=None`` for one device, which becomes their default in a future release.
 
 Example:
     >>> Q = jnp.zeros((16, model.nq)); Z = jnp.zeros((16, model.nv))
@@ -24,12 +36,31 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ._core.checks import _as_float, warn_deprecated
+from ._api import contact_impulses as _contact_impulses
+from ._api import forward_dynamics as _forward_dynamics
+from ._api import forward_dynamics_contacts as _forward_dynamics_contacts
+from ._api import forward_dynamics_derivatives as _forward_dynamics_derivatives
+from ._api import (
+    forward_dynamics_parameter_derivatives as _forward_dynamics_parameter_derivatives,
+)
+from ._api import inverse_dynamics as _inverse_dynamics
+from ._api import inverse_dynamics_derivatives as _inverse_dynamics_derivatives
+from ._api import inverse_dynamics_regressor as _inverse_dynamics_regressor
+from ._api import mass_matrix as _mass_matrix
+from ._core.checks import as_float, warn_deprecated
+from ._core.sharding import check_devices, resolve_devices, shard_batch
+from ._integrators import rollout_batched as _rollout_batched
 from ._jit import jit as _jit
 from ._model import is_coupled
+from .ground import rollout_batched as _ground_rollout_batched
 
 __all__ = [
     "contact_impulses",
@@ -37,18 +68,20 @@ __all__ = [
     "forward_dynamics_contacts",
     "forward_dynamics_derivatives",
     "forward_dynamics_parameter_derivatives",
+    "ground_rollout",
     "inverse_dynamics",
     "inverse_dynamics_derivatives",
     "inverse_dynamics_parameter_derivatives",
     "inverse_dynamics_regressor",
     "mass_matrix",
     "n_models",
+    "rollout",
     "stack_models",
 ]
 
 
 def _check(model, name, x, n, what):
-    x = _as_float(name, x, model.dtype)
+    x = as_float(name, x, model.dtype)
     if x.ndim != 2 or x.shape[1] != n:
         raise ValueError(f"{name} has shape {x.shape}, expected (batch, {n}) = (batch, {what})")
     return x
@@ -68,7 +101,7 @@ def _batch(model, **arrays):
 def _f_ext(model, F_ext, n):
     if F_ext is None:
         return None
-    F = _as_float("F_ext", F_ext, model.dtype)
+    F = as_float("F_ext", F_ext, model.dtype)
     if F.shape != (n, model.nbodies, 6):
         raise ValueError(f"F_ext has shape {F.shape}, expected ({n}, {model.nbodies}, 6)")
     return F
@@ -137,170 +170,148 @@ def _vmap(fn, model, *arrays):
     return jax.vmap(fn, in_axes=in_axes)(model, *arrays)
 
 
-def _sharded(fn, devices, model, *arrays, shared=(), **static):
-    """``fn(model, *arrays, **static)`` with the batch split over ``devices``
-    (`jaxrbd._core.sharding`); the model is shared, or split with the states when it is a
-    `stack_models` batch. The ``arrays`` at the positions in ``shared`` (a constraint
-    set, a restitution) are shared by the batch too."""
-    from ._core.sharding import shard_batch
+# ----------------------------------------------------------------------------- the table
 
-    in_axes = (None if n_models(model) is None else 0,) + tuple(
-        None if i in shared else 0 for i in range(len(arrays)))
-    return shard_batch(fn, devices, in_axes, model, *arrays, **static)
+
+def _entry(one, batched, static=()):
+    """The batched entry point whose signature and docstring are those of the decorated
+    stub, made from ``one``, the function of one state.
+
+    The stub's parameters after ``model`` (``devices`` aside) are passed to ``one`` in
+    the stub's order, keyword-only ones by name. Those named in ``batched`` carry the
+    batch on axis 0 (``Q`` is checked as ``(N, nq)``, ``F_ext`` as
+    ``(N, nbodies, 6)``, the others as ``(N, nv)``), those in ``static`` are hashable
+    options (static under jit), and the rest are shared by the batch (a constraint set,
+    a restitution). ``devices=None`` runs the compiled batch-first kernel on one device,
+    anything else splits the batch over the devices (`shard_batch`).
+
+    The entry point keeps its kernel (``_kernel``, batch first, statics as keywords)
+    and its compiled form (``_compiled``) as attributes.
+    """
+
+    def make(stub):
+        sig = inspect.signature(stub)
+        params = [p for n, p in sig.parameters.items() if n not in ("model", "devices")]
+        positional = [p.name for p in params if p.kind is not p.KEYWORD_ONLY]
+        keyword = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+        arrays = [p.name for p in params if p.name not in static]
+        states = [n for n in batched if n != "F_ext"]
+        in_axes = tuple(0 if n in batched else None for n in arrays)
+
+        def kernel(model, *xs, **options):
+            values = dict(zip(arrays, xs), **options)
+            _states(model, values.get("F_ext"), **{n: values[n] for n in states})
+
+            def f(m, *xb):
+                v = {**values, **dict(zip(batched, xb))}
+                return one(m, *(v[n] for n in positional), **{n: v[n] for n in keyword})
+
+            return _vmap(f, model, *(values[n] for n in batched))
+
+        kernel.__name__ = kernel.__qualname__ = f"_{stub.__name__}_kernel"
+        compiled = _jit(kernel, static_argnames=tuple(static) or None)
+
+        @functools.wraps(stub)
+        def entry(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            v = bound.arguments
+            model, devices = v["model"], v.get("devices")
+            xs = [v[n] for n in arrays]
+            options = {n: v[n] for n in static}
+            if devices is None:
+                return compiled(model, *xs, **options)
+            check_devices(devices)  # its errors first, then the batch's (whole batch)
+            _states(model, v.get("F_ext"), **{n: v[n] for n in states})
+            xs = [jnp.asarray(x) if ax is None and isinstance(x, float | int | np.number)
+                  else x for x, ax in zip(xs, in_axes)]
+            model_axis = None if n_models(model) is None else 0
+            return shard_batch(kernel, devices, (model_axis, *in_axes), model, *xs,
+                               **options)
+
+        entry._kernel, entry._compiled = kernel, compiled
+        return entry
+
+    return make
+
+
+_STATE = ("Q", "QD", "TAU", "F_ext")
+_ID_STATE = ("Q", "QD", "QDD", "F_ext")
 
 
 # ----------------------------------------------------------------------------- dynamics
 
 
-def _fd(model, Q, QD, TAU, F_ext):
-    from ._aba import forward_dynamics
-
-    _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
-    return _vmap(forward_dynamics, model, Q, QD, TAU, F_ext)
-
-
-def _id(model, Q, QD, QDD, F_ext):
-    from ._rnea import inverse_dynamics
-
-    _states(model, F_ext, Q=Q, QD=QD, QDD=QDD)
-    return _vmap(inverse_dynamics, model, Q, QD, QDD, F_ext)
-
-
-def _mm(model, Q):
-    from ._crba import mass_matrix
-
-    _states(model, Q=Q)
-    return _vmap(mass_matrix, model, Q)
-
-
-_fd_jit, _id_jit, _mm_jit = _jit(_fd), _jit(_id), _jit(_mm)
-
-
+@_entry(_forward_dynamics, _STATE)
 def forward_dynamics(model, Q, QD, TAU, F_ext=None, *, devices=None):
     """`jaxrbd.forward_dynamics` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)`, optional
     `F_ext (N, nbodies, 6)` -> `(N, nv)`. `model` may be a `stack_models` batch of N.
-    `devices` (``"all"`` or a sequence) splits the batch over those devices."""
-    if devices is not None:
-        _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)  # errors name the whole batch
-        return _sharded(_fd, devices, model, Q, QD, TAU, F_ext)
-    return _fd_jit(model, Q, QD, TAU, F_ext)
+    `devices` (``None``: one device; ``"all"``, a `Mesh` or a sequence) splits the batch
+    over those devices."""
 
 
+@_entry(_inverse_dynamics, _ID_STATE)
 def inverse_dynamics(model, Q, QD, QDD, F_ext=None, *, devices=None):
     """`jaxrbd.inverse_dynamics` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)`, optional
     `F_ext (N, nbodies, 6)` -> `(N, nv)`. `model` may be a `stack_models` batch of N.
-    `devices` (``"all"`` or a sequence) splits the batch over those devices."""
-    if devices is not None:
-        _states(model, F_ext, Q=Q, QD=QD, QDD=QDD)
-        return _sharded(_id, devices, model, Q, QD, QDD, F_ext)
-    return _id_jit(model, Q, QD, QDD, F_ext)
+    `devices` (``None``: one device; ``"all"``, a `Mesh` or a sequence) splits the batch
+    over those devices."""
 
 
+@_entry(_mass_matrix, ("Q",))
 def mass_matrix(model, Q, *, devices=None):
     """`jaxrbd.mass_matrix` for a batch: `Q (N, nq)` -> `(N, nv, nv)`. `model` may be a
-    `stack_models` batch of N. `devices` (``"all"`` or a sequence) splits the batch over
-    those devices."""
-    if devices is not None:
-        _states(model, Q=Q)
-        return _sharded(_mm, devices, model, Q)
-    return _mm_jit(model, Q)
+    `stack_models` batch of N. `devices` (``None``: one device; ``"all"``, a `Mesh` or a
+    sequence) splits the batch over those devices."""
 
 
 # ----------------------------------------------------------------------------- sensitivities
 
 
-def _fd_derivs(model, Q, QD, TAU, F_ext):
-    from ._derivatives import forward_dynamics_derivatives
-
-    _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
-    return _vmap(forward_dynamics_derivatives, model, Q, QD, TAU, F_ext)
-
-
-def _id_derivs(model, Q, QD, QDD, F_ext):
-    from ._derivatives import inverse_dynamics_derivatives
-
-    _states(model, F_ext, Q=Q, QD=QD, QDD=QDD)
-    return _vmap(inverse_dynamics_derivatives, model, Q, QD, QDD, F_ext)
-
-
-def _fd_param(model, Q, QD, TAU, F_ext):
-    from ._derivatives import forward_dynamics_parameter_derivatives
-
-    _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
-    return _vmap(forward_dynamics_parameter_derivatives, model, Q, QD, TAU, F_ext)
-
-
-def _regressor(model, Q, QD, QDD, armature):
-    from ._parameters import inverse_dynamics_regressor
-
-    _states(model, Q=Q, QD=QD, QDD=QDD)
-    return _vmap(
-        lambda m, q, qd, qdd: inverse_dynamics_regressor(m, q, qd, qdd, armature=armature),
-        model, Q, QD, QDD,
-    )
-
-
-_fd_derivs_jit, _id_derivs_jit = _jit(_fd_derivs), _jit(_id_derivs)
-_fd_param_jit = _jit(_fd_param)
-_regressor_jit = _jit(_regressor, static_argnames="armature")
-
-
+@_entry(_forward_dynamics_derivatives, _STATE)
 def forward_dynamics_derivatives(model, Q, QD, TAU, F_ext=None, *, devices=None):
     """`jaxrbd.forward_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, TAU (N, nv)`,
     optional `F_ext (N, nbodies, 6)` -> `(dQDD_dQ, dQDD_dQD, dQDD_dTAU)`, each `(N, nv, nv)`.
-    `model` may be a `stack_models` batch of N.
-    `devices` (``"all"`` or a sequence) splits the batch over those devices."""
-    if devices is not None:
-        _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
-        return _sharded(_fd_derivs, devices, model, Q, QD, TAU, F_ext)
-    return _fd_derivs_jit(model, Q, QD, TAU, F_ext)
+    `model` may be a `stack_models` batch of N. `devices` (``None``: one device;
+    ``"all"``, a `Mesh` or a sequence) splits the batch over those devices."""
 
 
+@_entry(_inverse_dynamics_derivatives, _ID_STATE)
 def inverse_dynamics_derivatives(model, Q, QD, QDD, F_ext=None, *, devices=None):
     """`jaxrbd.inverse_dynamics_derivatives` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)`,
     optional `F_ext (N, nbodies, 6)` -> `(dTAU_dQ, dTAU_dQD, H)`, each `(N, nv, nv)`.
-    `model` may be a `stack_models` batch of N.
-    `devices` (``"all"`` or a sequence) splits the batch over those devices."""
-    if devices is not None:
-        _states(model, F_ext, Q=Q, QD=QD, QDD=QDD)
-        return _sharded(_id_derivs, devices, model, Q, QD, QDD, F_ext)
-    return _id_derivs_jit(model, Q, QD, QDD, F_ext)
+    `model` may be a `stack_models` batch of N. `devices` (``None``: one device;
+    ``"all"``, a `Mesh` or a sequence) splits the batch over those devices."""
 
 
+@_entry(_forward_dynamics_parameter_derivatives, _STATE)
 def forward_dynamics_parameter_derivatives(model, Q, QD, TAU, F_ext=None, *, devices=None):
     """`jaxrbd.forward_dynamics_parameter_derivatives` for a batch: `Q (N, nq)`,
     `QD, TAU (N, nv)`, optional `F_ext (N, nbodies, 6)` -> `(N, nv, 10 nbodies)`
     (columns in the order of ``model.inertia.ravel()``). `model` may be a
-    `stack_models` batch of N.
-    `devices` (``"all"`` or a sequence) splits the batch over those devices.
+    `stack_models` batch of N. `devices` (``None``: one device; ``"all"``, a `Mesh` or a
+    sequence) splits the batch over those devices.
 
     Example:
         >>> Q = jnp.stack([q, q0, q1]); Z = jnp.zeros((3, model.nv))
         >>> jaxrbd.batched.forward_dynamics_parameter_derivatives(model, Q, Z, Z).shape
         (3, 9, 40)
     """
-    if devices is not None:
-        _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
-        return _sharded(_fd_param, devices, model, Q, QD, TAU, F_ext)
-    return _fd_param_jit(model, Q, QD, TAU, F_ext)
 
 
+@_entry(_inverse_dynamics_regressor, ("Q", "QD", "QDD"), static=("armature",))
 def inverse_dynamics_regressor(model, Q, QD, QDD, *, armature=False, devices=None):
     """`jaxrbd.inverse_dynamics_regressor` for a batch: `Q (N, nq)`, `QD, QDD (N, nv)` ->
     `(N, nv, 10 nbodies)` (`(N, nv, 10 nbodies + nv)` with ``armature``). Stacking the
     rows of a trajectory gives the least-squares matrix of parameter identification.
-    `model` may be a `stack_models` batch of N.
-    `devices` (``"all"`` or a sequence) splits the batch over those devices.
+    `model` may be a `stack_models` batch of N. `devices` (``None``: one device;
+    ``"all"``, a `Mesh` or a sequence) splits the batch over those devices.
 
     Example:
         >>> Q = jnp.stack([q, q0, q1]); Z = jnp.zeros((3, model.nv))
         >>> jaxrbd.batched.inverse_dynamics_regressor(model, Q, Z, Z).shape
         (3, 9, 40)
     """
-    if devices is not None:
-        _states(model, Q=Q, QD=QD, QDD=QDD)
-        return _sharded(_regressor, devices, model, Q, QD, QDD, armature=armature)
-    return _regressor_jit(model, Q, QD, QDD, armature=armature)
 
 
 def inverse_dynamics_parameter_derivatives(model, Q, QD, QDD):
@@ -308,36 +319,18 @@ def inverse_dynamics_parameter_derivatives(model, Q, QD, QDD):
     matrices); warns once (`DeprecationWarning`)."""
     warn_deprecated("jaxrbd.batched.inverse_dynamics_parameter_derivatives",
                     "jaxrbd.batched.inverse_dynamics_regressor")
-    return _regressor_jit(model, Q, QD, QDD, armature=False)
+    return inverse_dynamics_regressor(model, Q, QD, QDD)
 
 
 # ----------------------------------------------------------------------------- contacts
 
 
-def _fdc(model, Q, QD, TAU, constraints, F_ext, method, check_rank, rcond):
-    from ._contacts import forward_dynamics_contacts as one
-
-    def f(m, q, v, t, fe):
-        return one(m, q, v, t, constraints, method, fe, check_rank=check_rank, rcond=rcond)
-
-    _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
-    return _vmap(f, model, Q, QD, TAU, F_ext)
+def _impulses(model, q, qd_minus, constraints, restitution, method, *, rcond):
+    return _contact_impulses(model, q, qd_minus, constraints, restitution, method,
+                             return_impulses=True, rcond=rcond)
 
 
-def _imp(model, Q, QD_minus, constraints, restitution, method, rcond):
-    from ._contacts import contact_impulses as one
-
-    def f(m, q, v):
-        return one(m, q, v, constraints, restitution, method, return_impulses=True, rcond=rcond)
-
-    _states(model, Q=Q, QD=QD_minus)
-    return _vmap(f, model, Q, QD_minus)
-
-
-_fdc_jit = _jit(_fdc, static_argnames=("method", "check_rank", "rcond"))
-_imp_jit = _jit(_imp, static_argnames=("method", "rcond"))
-
-
+@_entry(_forward_dynamics_contacts, _STATE, static=("method", "check_rank", "rcond"))
 def forward_dynamics_contacts(
     model, Q, QD, TAU, constraints, method="kkt", F_ext=None, *, check_rank=False, rcond=None,
     devices=None,
@@ -347,8 +340,8 @@ def forward_dynamics_contacts(
     shared by the batch -> `(QDD (N, nv), LAM (N, m))`. `model` may be a `stack_models`
     batch of N. Compiled once per model structure, constraint set and `method`. On a CPU
     the states run in blocks that keep each block's dense matrices in cache
-    (`jaxrbd._core.backend.contact_block`). `devices` (``"all"`` or a sequence) splits
-    the batch over those devices.
+    (`jaxrbd._core.backend.contact_block`). `devices` (``None``: one device; ``"all"``, a
+    `Mesh` or a sequence) splits the batch over those devices.
 
     Example:
         >>> cs = jaxrbd.ConstraintSet.contacts_3d([("body_3", [0.0, 0.0, -1.0])])
@@ -357,29 +350,48 @@ def forward_dynamics_contacts(
         >>> QDD.shape, LAM.shape
         ((3, 9), (3, 3))
     """
-    static = {"method": method, "check_rank": check_rank, "rcond": rcond}
-    if devices is not None:
-        _states(model, F_ext, Q=Q, QD=QD, TAU=TAU)
-        return _sharded(_fdc, devices, model, Q, QD, TAU, constraints, F_ext, shared=(3,),
-                        **static)
-    return _fdc_jit(model, Q, QD, TAU, constraints, F_ext, **static)
 
 
+@_entry(_impulses, ("Q", "QD_minus"), static=("method", "rcond"))
 def contact_impulses(model, Q, QD_minus, constraints, restitution=0.0, method="kkt", *,
                      rcond=None, devices=None):
     """`jaxrbd.contact_impulses` for a batch: `Q (N, nq)`, `QD_minus (N, nv)` ->
     `(QD_plus (N, nv), IMPULSES (N, m))`; `restitution` a scalar or `(m,)`, shared by the
     batch. `model` may be a `stack_models` batch of N. Blocked on a CPU as
-    `forward_dynamics_contacts`; `devices` (``"all"`` or a sequence) splits the batch over
-    those devices."""
-    if devices is not None:
-        _states(model, Q=Q, QD=QD_minus)
-        return _sharded(_imp, devices, model, Q, QD_minus, constraints,
-                        jnp.asarray(restitution), shared=(2, 3), method=method, rcond=rcond)
-    return _imp_jit(model, Q, QD_minus, constraints, restitution, method=method, rcond=rcond)
+    `forward_dynamics_contacts`; `devices` (``None``: one device; ``"all"``, a `Mesh` or a
+    sequence) splits the batch over those devices."""
 
 
 # ----------------------------------------------------------------------------- rollouts
+
+
+class _Default:
+    """The default ``devices`` of `rollout` and `ground_rollout` while it moves from
+    every device to one (``None``, as in the other functions)."""
+
+    def __repr__(self):
+        return "<all devices; deprecated, becomes None>"
+
+
+_DEFAULT = _Default()
+
+
+def _rollout_devices(devices, name):
+    """The devices of a batched rollout (`resolve_devices`); the default warns where it
+    still means more than one device."""
+    if devices is _DEFAULT:
+        if len(jax.devices()) == 1:
+            devices = None
+        else:
+            warnings.warn(
+                f"jaxrbd.batched.{name} splits the batch over all {len(jax.devices())} "
+                "devices by default; in a future release its default becomes "
+                "devices=None (one device), as in every other jaxrbd.batched function. "
+                "Pass devices='all' to keep splitting, or devices=None for one device",
+                FutureWarning, stacklevel=3,
+            )
+            devices = "all"
+    return resolve_devices(devices)
 
 
 def rollout(
@@ -395,7 +407,7 @@ def rollout(
     forces=(),
     dynamics=None,
     checkpoint=None,
-    devices=None,
+    devices=_DEFAULT,
 ):
     """`jaxrbd.rollout` for a batch of initial states, sharded over devices.
 
@@ -421,10 +433,12 @@ def rollout(
         forces: callables ``f(model, q, qd) -> (nv,)`` added to the torques at every stage.
         dynamics: optional ``(model, q, qd, tau) -> qdd`` replacing `jaxrbd.forward_dynamics`.
         checkpoint: gradient checkpointing of each sample's scan, as in `jaxrbd.rollout`.
-        devices: ``"all"`` or a sequence of devices to shard over; default (``None``)
-            `jax.devices()`, all of the default backend. On CPU,
-            ``XLA_FLAGS=--xla_force_host_platform_device_count=K`` (set before JAX
-            starts) splits the host into ``K`` devices.
+        devices: ``None`` (one device), ``"all"``, a `Mesh` or a sequence of devices
+            to shard over, as in every `jaxrbd.batched` function. Left out, it is still
+            ``"all"`` where more than one device is visible, with a `FutureWarning`
+            (``None`` in a future release). On CPU,
+            ``jax.config.update("jax_num_cpu_devices", K)`` (before JAX starts) splits
+            the host into ``K`` devices.
 
     Returns:
         ``(QS, QDS)``, `(N, n_steps + 1, nq)` and `(N, n_steps + 1, nv)`.
@@ -440,10 +454,9 @@ def rollout(
         >>> QS.shape, QDS.shape
         ((8, 21, 9), (8, 21, 9))
     """
-    from ._integrators import rollout_batched
-
+    devices = _rollout_devices(devices, "rollout")
     with jax.named_scope("jaxrbd.batched.rollout"):
-        return rollout_batched(
+        return _rollout_batched(
             model,
             Q0,
             QD0,
@@ -459,9 +472,6 @@ def rollout(
         )
 
 
-__all__ += ["rollout"]
-
-
 def ground_rollout(
     model,
     Q0,
@@ -475,7 +485,7 @@ def ground_rollout(
     n_steps=None,
     policy=None,
     checkpoint=None,
-    devices=None,
+    devices=_DEFAULT,
 ):
     """`jaxrbd.ground.rollout` for a batch of initial states, in blocks, sharded over devices.
 
@@ -501,7 +511,8 @@ def ground_rollout(
         policy: ``(t, q, qd) -> tau (nv,)`` for one sample; replaces `TAU_SEQ`.
         checkpoint: gradient checkpointing of each sample's scan, as in
             `jaxrbd.ground.rollout`.
-        devices: the devices to shard over; default `jax.devices()`.
+        devices: the devices to shard over, as in `rollout` (left out: ``"all"``
+            with a `FutureWarning` where more than one device is visible).
 
     Returns:
         ``(QS, QDS, INFO)``: `(N, n_steps + 1, nq)`, `(N, n_steps + 1, nv)` and a
@@ -520,12 +531,8 @@ def ground_rollout(
         >>> QS.shape, info.force.shape
         ((4, 11, 9), (4, 10, 1, 3))
     """
-    from .ground import rollout_batched
-
+    devices = _rollout_devices(devices, "ground_rollout")
     with jax.named_scope("jaxrbd.batched.ground_rollout"):
-        return rollout_batched(model, Q0, QD0, TAU_SEQ, dt, contacts, terrain, contact_model,
+        return _ground_rollout_batched(model, Q0, QD0, TAU_SEQ, dt, contacts, terrain, contact_model,
                                n_steps=n_steps, policy=policy, checkpoint=checkpoint,
                                devices=devices)
-
-
-__all__ += ["ground_rollout"]

@@ -31,11 +31,18 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
-from ._configuration import difference, integrate, neutral_configuration
+from ._api import (
+    difference,
+    integrate,
+    inverse_kinematics,
+    marker_kinematics,
+    marker_positions,
+    neutral_configuration,
+)
 from ._core import linalg as _linalg
-from ._core.checks import _as_float
-from ._ik import IKTarget, inverse_kinematics
-from ._markers import MarkerSet, marker_kinematics, marker_positions
+from ._core.checks import as_float
+from ._ik import IKTarget
+from ._markers import MarkerSet
 
 __all__ = [
     "SmootherResult",
@@ -112,7 +119,7 @@ def constant_jerk_model(dt, dtype=None):
 def _check_observations(model, markers, observations):
     if not isinstance(markers, MarkerSet):
         raise TypeError(f"markers must be a MarkerSet, got {type(markers).__name__}")
-    z = _as_float("observations", observations, model.dtype)
+    z = as_float("observations", observations, model.dtype)
     K = len(markers)
     if z.ndim != 3 or z.shape[1:] != (K, 3) or z.shape[0] < 2:
         raise ValueError(
@@ -123,7 +130,7 @@ def _check_observations(model, markers, observations):
 
 
 def _per_dof(name, x, nv, dtype):
-    x = _as_float(name, x, dtype)
+    x = as_float(name, x, dtype)
     if x.shape not in ((), (nv,)):
         raise ValueError(f"{name} has shape {x.shape}, expected () or ({nv},) = (model.nv,)")
     return jnp.broadcast_to(x, (nv,))
@@ -317,10 +324,10 @@ def extended_kalman_smoother(
     with jax.named_scope("jaxrbd.extended_kalman_smoother"):
         z = _check_observations(model, markers, observations)
         dtype, nv, K = model.dtype, model.nv, len(markers)
-        dt = _as_float("dt", dt, dtype)
+        dt = as_float("dt", dt, dtype)
         if dt.ndim != 0:
             raise ValueError(f"dt has shape {dt.shape}, expected a scalar ()")
-        sigma_z = _as_float("marker_std", marker_std, dtype)
+        sigma_z = as_float("marker_std", marker_std, dtype)
         if sigma_z.shape not in ((), (K,)):
             raise ValueError(f"marker_std has shape {sigma_z.shape}, expected () or ({K},)")
         Rdiag = jnp.repeat(jnp.broadcast_to(sigma_z, (K,)) ** 2, 3)
@@ -334,7 +341,7 @@ def extended_kalman_smoother(
             q_start = _marker_start(model, markers, z[0])
             q0 = lax.stop_gradient(_ik_frame(model, markers, z[0], q_start, int(ik_iters)))
         else:
-            q0 = _as_float("q0", q0, dtype)
+            q0 = as_float("q0", q0, dtype)
             if q0.shape != (model.nq,):
                 raise ValueError(f"q0 has shape {q0.shape}, expected ({model.nq},) = (model.nq,)")
 
@@ -464,7 +471,7 @@ def marker_inverse_kinematics(model, markers, observations, *, q0=None, max_iter
             raise TypeError(f"max_iters must be a Python int, got {type(max_iters).__name__}")
         if q0 is None:
             q0 = _marker_start(model, markers, z[0])
-        q0 = _as_float("q0", q0, model.dtype)
+        q0 = as_float("q0", q0, model.dtype)
         if q0.shape != (model.nq,):
             raise ValueError(f"q0 has shape {q0.shape}, expected ({model.nq},) = (model.nq,)")
         q_first = _ik_frame(model, markers, z[0], q0, 5 * int(max_iters))
@@ -499,10 +506,10 @@ def trajectory_derivatives(model, q, dt):
         >>> bool(jnp.allclose(qd, 1.0)), bool(jnp.allclose(qdd, 0.0))
         (True, True)
     """
-    q = _as_float("q", q, model.dtype)
+    q = as_float("q", q, model.dtype)
     if q.ndim != 2 or q.shape[1] != model.nq or q.shape[0] < 3:
         raise ValueError(f"q has shape {q.shape}, expected (T, {model.nq}) with T >= 3")
-    dt = _as_float("dt", dt, model.dtype)
+    dt = as_float("dt", dt, model.dtype)
     diff = jax.vmap(lambda a, b: difference(model, a, b))
     mid = diff(q[:-2], q[2:]) / (2 * dt)
     qd = jnp.concatenate([diff(q[:1], q[1:2]) / dt, mid, diff(q[-2:-1], q[-1:]) / dt])

@@ -28,10 +28,12 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from ._configuration import advance, frame_rate
+from ._api import advance, bias_forces, mass_matrix
+from ._configuration import frame_rate
 from ._core import linalg as _linalg
-from ._core.checks import _as_float, check_state, check_vector
-from ._crba import mass_matrix
+from ._core.backend import contact_block
+from ._core.checks import as_float, check_state, check_vector
+from ._core.sharding import blocked_over_devices
 from ._ground_geometry import (
     AbstractTerrain,
     ContactPoints,
@@ -43,7 +45,7 @@ from ._ground_geometry import (
     contact_jacobian,
     tangent_basis,
 )
-from ._ground_solvers import SOLVERS, solve
+from ._ground_solvers import SOLVERS, lu_solve, solve
 from ._integrators import (
     _check_checkpoint,
     _check_controls,
@@ -53,7 +55,7 @@ from ._integrators import (
     _scan,
     check_batch_inputs,
 )
-from ._rnea import bias_forces
+from ._model import check_model
 
 __all__ = [
     "AbstractTerrain",
@@ -153,6 +155,18 @@ class CompliantContact(eqx.Module):
             restitution ``e`` at the impact speed ``v_impact``).
         exponent: ``p`` (1.5: Hertz's sphere on a plane; 1: linear spring).
         friction_velocity: ``eps`` [m/s], the slip speed below which friction is smoothed.
+        linearization: how the step treats the forces implicitly. ``"dissipative"``
+            (default): only the symmetric dissipative blocks of their derivative (the
+            normal stiffness and damping, the tangential friction), which keeps the
+            step's matrix symmetric positive definite (a Cholesky solve). ``"full"``:
+            the whole ``3 x 3`` derivative per contact (friction's dependence on the
+            normal force and the gap included), solved by LU: a little slower, and the
+            variant to differentiate. The dissipative one leaves the coupling terms
+            explicit, and their linearisation grows without bound over a tumbling
+            rollout: its gradients are exact derivatives of the discrete simulation,
+            but huge (1e8 and more) and useless. With ``"full"`` and a
+            ``friction_velocity`` of about 1e-2 m/s (a softer stick), gradients
+            through impacts and tumbling agree with finite differences.
 
     Example:
         >>> soft = jaxrbd.ground.CompliantContact(stiffness=1e5, damping=2.0)
@@ -162,6 +176,12 @@ class CompliantContact(eqx.Module):
     damping: Float[Array, ""] = eqx.field(default=1.0, converter=_scalar)
     exponent: Float[Array, ""] = eqx.field(default=1.5, converter=_scalar)
     friction_velocity: Float[Array, ""] = eqx.field(default=1e-4, converter=_scalar)
+    linearization: str = eqx.field(default="dissipative", static=True)
+
+    def __check_init__(self):
+        if self.linearization not in ("dissipative", "full"):
+            raise ValueError(
+                f"linearization must be 'dissipative' or 'full', got {self.linearization!r}")
 
 
 class ContactInfo(eqx.Module):
@@ -291,6 +311,8 @@ def _step_compliant(model, q, qd, tau, dt, contacts, terrain, p):
     Dn = jnp.maximum(-Jf[:, 0, 0], 0.0)
     Dt = -0.5 * (Jf[:, 1:, 1:] + jnp.swapaxes(Jf[:, 1:, 1:], 1, 2))
     D = jnp.zeros((K, 3, 3), q.dtype).at[:, 0, 0].set(Dn).at[:, 1:, 1:].set(Dt)
+    if p.linearization == "full":
+        D = -Jf
     Gk = G.reshape(K, 3, model.nv)
     GtDG = jnp.einsum("kin,kij,kjm->nm", Gk, D, Gk)
     Hhat = H + dt * GtDG
@@ -298,7 +320,11 @@ def _step_compliant(model, q, qd, tau, dt, contacts, terrain, p):
     # of free joints' body-frame velocities, dt * frame_rate, is explicit
     drift = dt * frame_rate(model, qd)
     rhs = tau - C + G.T @ f0.reshape(-1) - GtDG @ drift
-    qd1 = qd + drift + dt * _linalg.cho_solve(_linalg.cholesky(Hhat), rhs)
+    if p.linearization == "full":
+        dv = lu_solve(Hhat, rhs)
+    else:
+        dv = _linalg.cho_solve(_linalg.cholesky(Hhat), rhs)
+    qd1 = qd + drift + dt * dv
     du = (G @ (qd1 - qd)).reshape(K, 3)
     force = f0 - jnp.einsum("kij,kj->ki", D, du)
     q1, qd1 = advance(model, q, qd1, qd1, dt)
@@ -315,6 +341,7 @@ def _advance(model, q, qd, tau, dt, contacts, terrain, p, lam0):
 
 
 def _checked(model, contacts, terrain, contact_model):
+    check_model(model)
     _check_contacts(model, contacts)
     _check_terrain(terrain)
     return _contact_model(contact_model)
@@ -385,7 +412,7 @@ def step(model, q, qd, tau, dt, contacts, terrain, contact_model="hard", *, warm
         K = len(contacts)
         lam0 = jnp.zeros(3 * K, model.dtype)
         if warm_start is not None:
-            ws = _as_float("warm_start", warm_start, model.dtype)
+            ws = as_float("warm_start", warm_start, model.dtype)
             if ws.shape != (K, 3):
                 raise ValueError(f"warm_start has shape {ws.shape}, expected ({K}, 3) = (n_points, 3)")
             lam0 = ws.reshape(-1) * dt
@@ -481,8 +508,6 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, contacts, terrain, contact_mode
     """`rollout` for a batch (batch first), in blocks per device, sharded over devices
     (`jaxrbd.batched.ground_rollout`; ``chunk`` default `backend.contact_block` of the
     model on a CPU). Returns ``(QS, QDS, INFO)`` with the batch first."""
-    from ._core.backend import contact_block
-    from ._core.sharding import blocked_over_devices
 
     arrays = check_batch_inputs(model, Q0, QD0, TAU_SEQ)
     # the single-sample checks up front, so that their errors name the arguments

@@ -458,7 +458,7 @@ def _read_csv(path):
 
 def _read_c3d(path):
     try:
-        import ezc3d
+        import ezc3d  # optional dependency (extra: mocap)
     except ImportError as e:
         raise ImportError(
             "reading C3D files needs the optional ezc3d package: pip install ezc3d"

@@ -7,6 +7,7 @@ import numpy as np
 from . import joints
 from ._body import Body, Transform
 from ._builder import ModelBuilder
+from ._markers import MarkerSet
 
 __all__ = ["triple_pendulum", "humanoid", "chain", "human28", "manutec_r3"]
 
@@ -318,8 +319,6 @@ def human28(mass: float = 75.0, height: float = 1.75, *, markers: bool = False, 
 
 
 def _human28_markers(height, dtype):
-    from ._markers import MarkerSet
-
     g = _human28_geometry(height)
     s = height / DE_LEVA_1996_STATURE
     head_z = g["neck"]

@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from . import _viewer_geometry as geo
+from ._api import neutral_configuration
 from ._viewer_common import (
     Surface,
     as_configurations,
@@ -36,7 +37,7 @@ __all__ = ["Viewer"]
 
 def _import_viser():
     try:
-        import viser
+        import viser  # optional dependency (extra: viewer)
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
             "jaxrbd.viewer needs viser and trimesh: `pip install jaxrbd[viewer]`; "
@@ -582,8 +583,6 @@ def _forever(event: threading.Event):
 
 
 def _neutral(model):
-    from ._configuration import neutral_configuration
-
     return neutral_configuration(model)
 
 

@@ -39,7 +39,7 @@ __all__ = ["animate", "html", "plot_model"]
 
 def _pyplot():
     try:
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # optional dependency (extra: examples)
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
             "jaxrbd.viz needs matplotlib: `pip install jaxrbd[examples]` (or `pip install "
@@ -149,6 +149,7 @@ def _frame_scene(ax, center, half, plane: Plane | Surface | None):
         surface.set_gid("jaxrbd:ground")
         surface.jaxrbd_vertices = np.stack([X, Y, Z], axis=-1).reshape(-1, 3)
     elif plane is not None:
+        # optional dependency (matplotlib, extra: examples)
         from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
         u, v = plane.basis()
@@ -283,7 +284,7 @@ def animate(model, qs, dt, *, ax=None, ground=None, fps: float = 30.0,
         >>> "<img" in anim.to_jshtml()
         True
     """
-    from matplotlib.animation import FuncAnimation
+    from matplotlib.animation import FuncAnimation  # optional dependency (extra: examples)
 
     qs = as_configurations(model, qs, "qs", {2: "(T, nq)", 3: "(B, T, nq)"})
     if qs.ndim == 2:
@@ -382,7 +383,7 @@ def html(anim, kind: str = "jshtml"):
     text = anim.to_jshtml() if kind == "jshtml" else anim.to_html5_video()
     _pyplot().close(anim._fig)
     try:
-        from IPython.display import HTML
+        from IPython.display import HTML  # optional dependency (notebooks)
     except ImportError:  # pragma: no cover - depends on the environment
         return text
     return HTML(text)

@@ -1,4 +1,4 @@
-"""The JVP rules of the dynamics built on the analytic derivatives (`jaxrbd._analytic_rules`).
+"""The JVP rules of the dynamics built on the analytic derivatives (`jaxrbd._dynamics`).
 
 Every transform of the public dynamics under ``derivatives="analytic"`` (the default)
 against the same transform under ``derivatives="ad"`` (AD through the recursions), to
@@ -28,7 +28,7 @@ from helpers import (
 )
 
 import jaxrbd
-from jaxrbd import _analytic_rules
+from jaxrbd._configuration import tangent_of_coordinates
 
 MODES = ("analytic", "ad")
 
@@ -222,7 +222,7 @@ def test_tangent_of_coordinates_radial_direction_is_zero(tree):
     dq = jnp.zeros_like(q)
     for sl in quaternion_blocks(tree):
         dq = dq.at[sl].set(q[sl])
-    v = _analytic_rules.tangent_of_coordinates(tree, q, dq)
+    v = tangent_of_coordinates(tree, q, dq)
     assert_allclose(v, jnp.zeros(tree.nv), atol=1e-14, name="radial tangent")
 
 

@@ -89,10 +89,10 @@ def test_a_batch_of_models(setup):
 def test_compiled_once_per_structure(setup):
     model, heavier, cs, Q, QD, _, TAU = setup
     batched.forward_dynamics_contacts(model, Q, QD, TAU, cs, "null_space")
-    before = batched._fdc_jit._cache_size()
+    before = batched.forward_dynamics_contacts._compiled._cache_size()
     for m in heavier[:3]:  # same structure, other numbers: no new compilation
         batched.forward_dynamics_contacts(m, Q, QD, TAU, cs, "null_space")
-    assert batched._fdc_jit._cache_size() == before
+    assert batched.forward_dynamics_contacts._compiled._cache_size() == before
 
 
 def test_errors(setup):

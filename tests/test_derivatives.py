@@ -196,6 +196,7 @@ np.savez(out, **res)
 """
 
 
+@pytest.mark.slow
 def test_solo12_matches_pinocchio(robots, tmp_path):
     """Pinocchio's computeABADerivatives / computeRNEADerivatives (tangent-space q, free
     joint reordered), on stored reference states; Pinocchio runs in a subprocess."""

@@ -110,6 +110,7 @@ def test_examples_page_names_every_example():
             assert f"examples/{name}.ipynb" in text, name
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     """``mkdocs build --strict`` succeeds: no warning from pages, nav or docstrings."""
     pytest.importorskip("mkdocs")

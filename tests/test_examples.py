@@ -34,6 +34,7 @@ TESTED_ELSEWHERE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "script",
     sorted(p.name for p in (ROOT / "examples").glob("*.py") if p.name not in TESTED_ELSEWHERE),

@@ -145,3 +145,76 @@ def test_nan_state_and_traced_negative_friction_raise(ball):
         roll(q, zeros, -0.5)
     qs, _, _ = roll(q, zeros, 0.5)  # the same program runs on good values
     assert bool(jnp.all(jnp.isfinite(qs)))
+
+
+def test_hard_step_gradient_with_feet_sticking_equals_finite_differences():
+    """solo12 standing on four sticking feet (strict complementarity: every foot pushes,
+    none slides): the implicit gradient of a converged hard step equals central
+    differences, with respect to the torques, the velocities and the joint angles."""
+    import pathlib
+
+    model = jaxrbd.load_urdf(pathlib.Path(__file__).parent / "data" / "solo12.urdf",
+                             floating_base=True)
+    feet = ground.ContactPoints.create(
+        model, [(f"{leg}_FOOT", [0.0, 0.0, 0.0], 0.016) for leg in ("FL", "FR", "HL", "HR")])
+    plane = ground.Plane(0.0, friction=1.0)
+    pose = jnp.array([0, 0.8, -1.6] * 2 + [0, -0.8, 1.6] * 2)
+    q = jnp.zeros(model.nq).at[3].set(1.0).at[7:].set(pose)
+    gap, _, _, _ = ground.contact_frames(model, q, feet, plane)
+    # 0.1 mm deep: at a gap of exactly 0 the normal target switches from -gap/dt to
+    # -baumgarte gap/dt, a kink that central differences across it would see
+    q = q.at[2].set(-gap[0] - 1e-4)
+    qd = jnp.zeros(model.nv)
+    tau = jnp.zeros(model.nv)  # the legs give way: every foot pushes and sticks
+    tight = ground.HardContact(iterations=5000, tolerance=1e-13)
+    rng = np.random.default_rng(0)
+    w_q, w_v = jnp.asarray(rng.normal(size=model.nq)), jnp.asarray(rng.normal(size=model.nv))
+
+    def f(joints, qd, tau):
+        q1, qd1, info = ground.step(model, q.at[7:].set(joints), qd, tau, 1e-3, feet, plane,
+                                    tight)
+        return w_q @ q1 + w_v @ qd1, info
+
+    (_, info), grads = jax.jit(jax.value_and_grad(f, argnums=(0, 1, 2), has_aux=True))(
+        q[7:], qd, tau)
+    forces = np.asarray(info.force)
+    assert np.all(forces[:, 0] > 0) and bool(info.converged)
+    assert np.all(np.linalg.norm(forces[:, 1:], axis=1) < 0.9 * forces[:, 0])  # sticking
+    fj = jax.jit(lambda *a: f(*a)[0])
+    args = (q[7:], qd, tau)
+    eps = 1e-4
+    for seed in range(3):  # central differences along random directions of all three
+        d = [jnp.asarray(np.random.default_rng(seed + k).normal(size=a.shape))
+             for k, a in enumerate(args)]
+        fd = (fj(*(a + eps * v for a, v in zip(args, d)))
+              - fj(*(a - eps * v for a, v in zip(args, d)))) / (2 * eps)
+        ad = sum(jnp.vdot(g, v) for g, v in zip(grads, d))
+        assert abs(float(ad - fd)) < 1e-6 * max(1.0, abs(float(fd))), (seed, ad, fd)
+
+
+def test_compliant_full_linearization_gives_usable_gradients_through_tumbling():
+    """A block thrown spinning onto the ground tumbles and settles; with the full
+    linearization and a softer stick, the gradient of where it ends up equals central
+    differences (the dissipative default's gradient is exact but blows up here)."""
+    a, b, c = 0.1, 0.1, 0.05
+    model = _free_body([(b * b + c * c) / 3, (a * a + c * c) / 3, (a * a + b * b) / 3])
+    corners = ground.ContactPoints.create(
+        model, [("body", [sx * a, sy * b, -c]) for sx in (-1, 1) for sy in (-1, 1)])
+    quat = np.array([0.9, 0.3, 0.2, 0.0]) / np.linalg.norm([0.9, 0.3, 0.2, 0.0])
+    q0 = jnp.asarray(np.r_[0.0, 0.0, 0.3, quat])
+    law = ground.CompliantContact(stiffness=1e6, damping=5.0, friction_velocity=1e-2,
+                                  linearization="full")
+
+    def final_xy(v0):
+        qd0 = jnp.array([3.0, -2.0, 1.0, v0, 0.2, 0.0])
+        qs, _, _ = ground.rollout(model, q0, qd0, jnp.zeros((600, 6)), 1e-3, corners,
+                                  ground.Plane(friction=0.6), law)
+        return qs[-1, 0] + qs[-1, 1]
+
+    g = float(jax.jit(jax.grad(final_xy))(0.5))
+    f = jax.jit(final_xy)
+    for eps in (1e-5, 1e-7):
+        fd = float((f(0.5 + eps) - f(0.5 - eps)) / (2 * eps))
+        assert abs(g - fd) < 2e-3 * max(1.0, abs(fd)), (eps, g, fd)
+    with pytest.raises(ValueError, match="linearization must be 'dissipative' or 'full'"):
+        ground.CompliantContact(linearization="exact")

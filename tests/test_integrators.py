@@ -24,6 +24,7 @@ from helpers import JIT, ZOO, assert_allclose, quaternion_blocks
 
 import jaxrbd
 from jaxrbd._integrators import rollout_batched
+from jaxrbd.spatial import quat_to_rotation
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK = 16  # steps per jitted call
@@ -165,10 +166,26 @@ def test_step_matches_closed_forms_with_custom_dynamics():
     body = ZOO["mixed"]  # free base, ball joint, plain joints
     q0, v = initial_state(body, 4)
     still = {"dynamics": lambda m, q, qd, tau: jnp.zeros(m.nv)}
-    for integrator in ("euler", "semi_implicit_euler", "rk4"):
-        q1, qd1 = jaxrbd.step(body, q0, v, jnp.zeros(body.nv), 0.3, integrator, **still)
-        assert_allclose(q1, JIT["integrate"](body, q0, v, 0.3), rtol=1e-13, atol=1e-13,
-                        name=f"{integrator} exp map")
+    q1, qd1 = jaxrbd.step(body, q0, v, jnp.zeros(body.nv), 0.3, "rk4", **still)
+    assert_allclose(q1, JIT["integrate"](body, q0, v, 0.3), rtol=1e-13, atol=1e-13,
+                    name="rk4 exp map")
+    # the Euler methods step a free joint in coordinates frozen at the start of the step:
+    # its origin moves on the straight line p + h R v_lin, the rest as `integrate`, and
+    # the linear velocity it returns is the frozen one turned into the new body frame
+    h = 0.3
+    b = next(b for b in range(1, body.nbodies) if body.joint_kind[b] == "free")
+    i, j = body.q_start[b], body.v_start[b]
+    R0 = quat_to_rotation(q0[i + 3:i + 7])
+    for integrator in ("euler", "semi_implicit_euler"):
+        q1, qd1 = jaxrbd.step(body, q0, v, jnp.zeros(body.nv), h, integrator, **still)
+        frozen = v.at[j + 3:j + 6].add(h * jnp.cross(v[j:j + 3], v[j + 3:j + 6]))
+        moving = frozen if integrator == "semi_implicit_euler" else v
+        want = JIT["integrate"](body, q0, moving, h)
+        want = want.at[i:i + 3].set(q0[i:i + 3] + h * R0 @ moving[j + 3:j + 6])
+        assert_allclose(q1, want, rtol=1e-13, atol=1e-13, name=f"{integrator} straight")
+        R1 = quat_to_rotation(q1[i + 3:i + 7])
+        assert_allclose(R1 @ qd1[j + 3:j + 6], R0 @ frozen[j + 3:j + 6], rtol=1e-13,
+                        atol=1e-13, name=f"{integrator} world velocity")
 
 
 # ----------------------------------------------------------------------------- forms and batching
@@ -239,6 +256,7 @@ _SHARDED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_sharded_rollout_equals_unsharded(tmp_path):
     """4 host devices (a subprocess: this process already has one): a batch of 6, padded to
     8 and split 2 per device, equals the unsharded in-process rollouts."""

@@ -59,7 +59,7 @@ CALLS = {
 
 @pytest.fixture(scope="module")
 def talos():
-    model = jaxrbd.load_urdf(DATA / "talos.urdf", floating_base=True)
+    model = jaxrbd.load_urdf(DATA / "talos.urdf", floating_base=True).with_traversal("dense")
     rng = np.random.default_rng(0)
     q = jaxrbd.neutral_configuration(model) + 0.1 * rng.standard_normal(model.nq)
     qd, x = (jnp.asarray(rng.standard_normal(model.nv)) for _ in range(2))

@@ -149,6 +149,7 @@ def test_every_lapack_call_of_a_vmapped_contact_solve_stays_on_one_thread():
                 )
 
 
+@pytest.mark.slow
 def test_large_vmapped_contact_solves_do_not_hang():
     """The former deadlocks: 1024 and 4096 range-space and KKT solves called several times,
     and 12 KKT solves called many times (before the cost rule, a loop of such calls hung

@@ -377,7 +377,9 @@ def test_unmapped_elements_are_named_in_one_warning():
         jio.load_mjcf(DATA / "mjcf_floating.xml")
     msgs = [str(w.message) for w in rec if "not represented" in str(w.message)]
     assert len(msgs) == 1
-    assert "tendons: coupling" in msgs[0] and "actuators: hip_motor" in msgs[0]
+    assert "gravity compensation (gravcomp, not applied): hip (0.5), block (1)" in msgs[0]
+    # a fixed tendon without springs or limits and a motor on a hinge are mapped
+    assert "coupling" not in msgs[0] and "hip_motor" not in msgs[0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         jio.load_mjcf(DATA / "mjcf_floating.xml", warn_unmapped=False)

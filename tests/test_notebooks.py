@@ -58,6 +58,7 @@ def test_notebook_stored_clean(path):
     assert QUICK_SWITCH in code[0].source, f"{path.name}: no size switch in the first cell"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_executes(path, monkeypatch):
     """Every cell runs without error on the reduced sizes and the plots are produced."""

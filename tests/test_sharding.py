@@ -104,11 +104,26 @@ _TWO_DEVICES = textwrap.dedent(
 
     def slow_fd(model, Q, V, W):
         Q = jax.pure_callback(nap, jax.ShapeDtypeStruct(Q.shape, Q.dtype), Q)
-        return batched._fd(model, Q, V, W, None)
+        return batched.forward_dynamics._kernel(model, Q, V, W, None)
 
     shard_batch(slow_fd, "all", (None, 0, 0, 0), model, Q, V, W).block_until_ready()
     info["threads"] = len({s[0] for s in spans})
     info["overlap"] = max(s[1] for s in spans) < min(s[2] for s in spans)
+    # devices=None is one device everywhere; the rollouts' default still splits, and warns
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        QSd, _ = batched.rollout(model, Qo[:2], Vo[:2], TAU[:2, :3], 1e-3, "euler")
+        QSn, _ = batched.rollout(model, Qo[:2], Vo[:2], TAU[:2, :3], 1e-3, "euler",
+                                 devices=None)
+    info["defaults"] = {
+        "warnings": [str(w.message) for w in caught if w.category is FutureWarning],
+        "rollout_default": len(QSd.sharding.device_set),
+        "rollout_none": len(QSn.sharding.device_set),
+        "fd_none": len(batched.forward_dynamics(model, Q, V, W).sharding.device_set),
+        "mesh": len(batched.mass_matrix(model, Q, devices=jax.sharding.Mesh(
+            np.asarray(jax.devices()), ("x",))).sharding.device_set),
+    }
     np.savez(sys.argv[2], **out)
     print(json.dumps(info))
     """
@@ -137,6 +152,7 @@ def two_devices(tmp_path_factory):
     return data, dict(np.load(tmp / "out.npz")), info
 
 
+@pytest.mark.slow
 def test_two_devices_equal_unsharded(two_devices):
     """Odd and even batches, each entry point, a batch of models and a call inside
     `jax.jit`: the numbers of the unsharded call in this process."""
@@ -173,12 +189,14 @@ def test_two_devices_equal_unsharded(two_devices):
     assert_allclose(out["ground_f"], info.force, **tol, name="ground_rollout forces")
 
 
+@pytest.mark.slow
 def test_two_devices_outputs_split(two_devices):
     """The shares run at the same time. A batch that is a multiple of the device count
     comes back split in equal shares; an odd one comes back whole on both devices (arrays
     split in equal shares only)."""
     _, out, info = two_devices
     info = dict(info)
+    info.pop("defaults")
     assert info.pop("threads") == 2 and info.pop("overlap"), "the shares ran one after the other"
     for name, where in info.items():
         assert where["devices"] == 2, (name, where)
@@ -188,6 +206,17 @@ def test_two_devices_outputs_split(two_devices):
             assert where["shard_rows"] == [B_EVEN // 2] * 2, (name, where)
     assert out[f"fd{B_ODD}"].shape == (B_ODD, 9)
     assert out[f"mm{B_ODD}"].shape == (B_ODD, 9, 9)
+
+
+def test_devices_none_is_one_device(two_devices):
+    """``devices=None`` runs on one device in every function; the batched rollouts'
+    default still splits over every device and says that it will become ``None``; a
+    `Mesh` names its devices."""
+    d = two_devices[2]["defaults"]
+    assert d["fd_none"] == d["rollout_none"] == 1, d
+    assert d["rollout_default"] == 2 and d["mesh"] == 2, d
+    assert len(d["warnings"]) == 1, d
+    assert "default becomes devices=None" in d["warnings"][0], d
 
 
 def test_one_device_equals_unsharded():
@@ -214,7 +243,7 @@ def test_bad_devices():
         fd(model, Q, V, W, devices=["cpu"])
     with pytest.raises(TypeError, match="devices is one device"):
         fd(model, Q, V, W, devices=dev)
-    with pytest.raises(TypeError, match="devices must be None, 'all' or a sequence"):
+    with pytest.raises(TypeError, match="devices must be None, 'all', a Mesh or a sequence"):
         fd(model, Q, V, W, devices=2)
     with pytest.raises(ValueError, match="names a device more than once"):
         fd(model, Q, V, W, devices=[dev, dev])

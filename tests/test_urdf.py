@@ -200,8 +200,10 @@ def test_world_root_link():
     assert model.body_names == ("world", "a", "b", "c")
     assert model.body_parent[1] == 0 and model.joint_name[1] == "fix"
     assert model.body_id("world") == 0
-    with pytest.raises(ValueError, match="root link is named 'world'"):
-        load_urdf(xml, floating_base=True)
+    # floating: the 'world' link rides the free joint (tests/test_reach.py vs Pinocchio)
+    floating = load_urdf(xml, floating_base=True)
+    assert floating.body_names == ("world", "world_link", "a", "b", "c")
+    assert floating.joint_names[0] == "root_joint" and floating.body_parent[2] == 1
 
 
 def test_long_chain_is_not_recursive():

@@ -374,6 +374,7 @@ def _project(points, position, look_at, fov, size):
     return np.stack([W / 2 + (d @ r) / (z * t) * H / 2, H / 2 - (d @ u) / (z * t) * H / 2], axis=-1)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(),
                     reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)")
 def test_browser_shows_the_robot(tmp_path):

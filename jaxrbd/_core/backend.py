@@ -15,9 +15,8 @@ context manager or the ``jax_default_device`` option), else JAX's default backen
 * **Traversal** (`traversal`). ``Model.traversal == "auto"`` steps one tree node at a
   time on a CPU batch (in-place row updates), and level by level on accelerators, where
   a level's nodes for the whole batch run in the same kernels and each sequential step
-  costs launches. One state takes ``"dense"``: the shared recursions as products over
-  the ancestor mask (`jaxrbd._core.dense`), since there the number of kernels, not the
-  arithmetic, sets the time.
+  costs launches. ``Model.with_traversal("dense")`` makes one state's calls products over
+  the ancestor mask (`jaxrbd._core.dense`): far fewer kernels, opt-in for now.
 * **Compiler options** (`compiler_options`). On a CPU, `jaxrbd.jit` compiles with
   `CPU_COMPILER_OPTIONS`, plus `AVX512_COMPILER_OPTIONS` on hosts with AVX-512: XLA:CPU's
   newer fusion emitters split the body of jaxrbd's tree scans into more, smaller
@@ -36,6 +35,14 @@ import functools
 import warnings
 
 import jax
+
+try:  # NumPy's runtime-dispatch table of CPU features (private; moved in NumPy 2)
+    from numpy._core._multiarray_umath import __cpu_features__ as _CPU_FEATURES
+except ImportError:  # NumPy 1.x
+    try:
+        from numpy.core._multiarray_umath import __cpu_features__ as _CPU_FEATURES
+    except ImportError:
+        _CPU_FEATURES = {}
 
 __all__ = [
     "AVX512_COMPILER_OPTIONS",
@@ -120,16 +127,22 @@ def contact_block(nv: int, itemsize: int = 8, device=None) -> int | None:
 def traversal(model_traversal: str, B: int, batch_width: int = 1, device=None) -> str:
     """The schedule (`jaxrbd._core.topology.Topology.schedule`) for ``Model.traversal``, ``B`` states.
 
-    An explicit traversal is kept. ``"auto"`` is ``"dense"`` for one state (the shared
-    recursions as dense products, `jaxrbd._core.dense`; the other scans level by level:
-    fewest kernels), ``"level"`` off the CPU; on a CPU batch, ``batch_width`` nodes per step
-    (``1``: ``"body"``, no padding and in-place updates).
+    An explicit traversal is kept, except that ``"dense"`` (the shared recursions as
+    dense products on one state, `jaxrbd._core.dense`; fewest kernels) applies to one
+    state only and a batch takes what ``"auto"`` picks. ``"auto"`` is ``"level"`` for one
+    state (fewest sequential steps) and off the CPU; on a CPU batch, ``batch_width``
+    nodes per step (``1``: ``"body"``, no padding and in-place updates). ``"dense"`` is
+    opt-in (`Model.with_traversal`) until it is timed on a quiet machine: it runs 20-40x
+    fewer kernels, but its time per call was not measurable reliably (benchmarks/LOG.md).
     """
+    if model_traversal == "dense":
+        # one state only: a batch takes what "auto" picks for it
+        if B == 1:
+            return "dense"
+        model_traversal = "auto"
     if model_traversal != "auto":
         return model_traversal
-    if B == 1:
-        return "dense"
-    if not on_cpu(device):
+    if B == 1 or not on_cpu(device):
         return "level"
     return "body" if batch_width == 1 else f"level{batch_width}"
 
@@ -147,14 +160,7 @@ def lapack_guard(device=None) -> bool:
 def host_has_avx512() -> bool:
     """Whether this machine's CPU has AVX-512F, as NumPy's runtime dispatch detects it
     (False where that table cannot be read)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__
-    except ImportError:  # NumPy 1.x
-        try:
-            from numpy.core._multiarray_umath import __cpu_features__
-        except ImportError:
-            return False
-    return bool(__cpu_features__.get("AVX512F", False))
+    return bool(_CPU_FEATURES.get("AVX512F", False))
 
 
 def _cpu_options() -> dict:

@@ -28,7 +28,7 @@ import numpy as np
 from ..joints import _EULER_AXES
 from . import algebra as al
 from .rotation import quat_to_E
-from .rows import place_rows, sum_rows, take_static
+from .rows import node_rows, place_rows, sum_rows, take_static
 from .topology import topology
 
 
@@ -158,7 +158,7 @@ def joint_velocity_terms(model, q, qd, S):
         ``vJ, vJc, cJ``, each ``(nn, 6, B)`` (``cJ`` may be ``None`` when zero).
     """
     t = topology(model)
-    qd_n = jnp.concatenate([jnp.zeros_like(qd[:1]), qd], axis=0)  # (nn, B)
+    qd_n = node_rows(qd)  # (nn, B)
     vJ = S * qd_n[:, None, :]
     vJc = sum_rows(t.nn, t.bias_target, vJ) if len(t.multi_dof_last) else vJ
     cJ = []

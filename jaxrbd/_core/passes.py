@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from . import algebra as al
 from . import dense
 from .nodes import pad, pad_E
+from .rows import node_rows
 from .schedule import Schedule, add, backward_scan, forward_scan, put, take
 
 
@@ -110,9 +111,9 @@ def subtree_sums(x, s: Schedule):
     """``sum_{k in subtree(i)} x_k`` for every DoF ``i`` (``x (nv, k, B)``, one row per
     DoF): one backward scan over ``s`` adding each row into its parent's."""
     if s.dense:
-        x = jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0)
+        x = node_rows(x)
         return dense.subtree_sum(dense.dense_tables(s.parent), x)[1:]
-    x = pad(jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0), s)
+    x = pad(node_rows(x), s)
 
     def step(buf, idx, par, _):
         return add(buf, par, take(buf, idx))

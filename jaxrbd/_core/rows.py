@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["place_rows", "sum_rows", "take_rows", "take_static"]
+__all__ = ["node_rows", "place_rows", "sum_rows", "take_rows", "take_static"]
 
 #: `take_rows` gathers instead of slicing when the index splits into more runs than this.
 MAX_RUNS = 8
@@ -186,3 +186,14 @@ def take_static(x, idx, *, select=None):
         ext = jnp.concatenate([x, jnp.zeros_like(x[:1])]) if (idx < 0).any() else x
         out = ext[np.where(idx < 0, x.shape[0], idx)]
     return out.reshape(shape + x.shape[1:])
+
+
+def node_rows(x):
+    """Per-DoF rows ``(nv, ...)`` -> per-node rows ``(nn, ...)``: node ``n >= 1`` owns
+    DoF ``n - 1``, and the world (node 0) gets a row of zeros.
+
+    Example:
+        >>> node_rows(jnp.array([1.0, 2.0])).tolist()
+        [0.0, 1.0, 2.0]
+    """
+    return jnp.concatenate([jnp.zeros_like(x[:1]), x], axis=0)

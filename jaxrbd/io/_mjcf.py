@@ -5,8 +5,8 @@ inertia from geoms, ``autolimits``, ...), so this module never parses MJCF itsel
 the *compiled* ``mujoco.MjModel`` onto `ModelBuilder` calls. ``mujoco`` is an optional
 dependency (``pip install jaxrbd[mjcf]``), imported when a loader runs.
 
-The coordinate converters at the end (``qpos_to_q``, ``qvel_to_v``, ...) need no MuJoCo:
-they read the joint kinds of the jaxrbd model.
+The coordinate converters (``qpos_to_q``, ``qvel_to_v``, ...) are in `_mjcf_convert`, the
+actuators in `_mjcf_actuators`, the checks before compiling in `_mjcf_source`.
 """
 
 from __future__ import annotations
@@ -16,35 +16,24 @@ import os
 import warnings
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
 
 from .. import joints
+from .._actuation import Actuators
 from .._body import Body, Transform
 from .._builder import ModelBuilder
 from .._constraints import ConstraintSet
-from .._core.checks import check_vector
-from .._model import Model
+from .._coupling import couple
+from .._model import CoupledModel, Model
+from ._mjcf_actuators import joint_couplings, mjcf_actuators
+from ._mjcf_source import check_files, check_spec_masses, relay_mujoco_warnings, source_text
 
-__all__ = [
-    "MJCFInfo",
-    "gravity_compensation_forces",
-    "load_mjcf",
-    "q_to_qpos",
-    "qacc_to_qdd",
-    "qdd_to_qacc",
-    "qfrc_to_tau",
-    "qpos_to_q",
-    "qvel_to_v",
-    "tau_to_qfrc",
-    "v_to_qvel",
-]
+__all__ = ["MJCFInfo", "load_mjcf"]
 
 # MuJoCo's mjtJoint and mjtEq values, stable across its releases (the disable bits are
 # not: they are read from the installed mujoco).
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
-_EQ_CONNECT, _EQ_WELD = 0, 1
+_EQ_CONNECT, _EQ_WELD, _EQ_JOINT = 0, 1, 2
 
 # A free joint's MuJoCo DoFs are [linear (world); angular (body)], jaxrbd's [angular; linear].
 _FREE_PERM = np.array([3, 4, 5, 0, 1, 2])
@@ -52,7 +41,7 @@ _FREE_PERM = np.array([3, 4, 5, 0, 1, 2])
 
 def _import_mujoco():
     try:
-        import mujoco
+        import mujoco  # optional dependency (extra: mjcf)
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
             "load_mjcf needs MuJoCo's compiler: install it with `pip install jaxrbd[mjcf]` "
@@ -82,6 +71,10 @@ class MJCFInfo:
         keyframes: ``{name: qpos}`` of the model's keyframes (jaxrbd ``q`` is ``qpos``).
         qpos0: MuJoCo's reference configuration, `(nq,)`.
         mjmodel: the compiled ``mujoco.MjModel`` the model was mapped from.
+        actuators: the model's actuators as a `jaxrbd.Actuators` for `jaxrbd.actuation`
+            (``None`` without actuators); rows in MuJoCo's actuator order.
+        couplings: ``{joint: (driver joint, multiplier, offset)}`` of the joint
+            equalities made exact couplings (the model is then a `CoupledModel`).
     """
 
     constraints: ConstraintSet | None
@@ -93,6 +86,8 @@ class MJCFInfo:
     keyframes: dict[str, np.ndarray]
     qpos0: np.ndarray
     mjmodel: Any
+    actuators: Actuators | None = None
+    couplings: dict[str, tuple] = dataclasses.field(default_factory=dict)
 
 
 def load_mjcf(
@@ -103,7 +98,9 @@ def load_mjcf(
     return_info: bool = False,
     assets: dict[str, bytes] | None = None,
     warn_unmapped: bool = True,
-) -> Model | tuple:
+    joint_equalities: str = "couple",
+    allow_external_files: bool = True,
+) -> Model | CoupledModel | tuple:
     """Build a `Model` from an MJCF model, compiled by MuJoCo's own compiler.
 
     The XML goes through ``mujoco.MjModel.from_xml_path``/``from_xml_string`` (so
@@ -141,17 +138,51 @@ def load_mjcf(
       position rows in world axes, ``weld`` the six pose rows (``relpose`` included;
       ``torquescale`` only scales MuJoCo's rows and is not used).
 
-    Not mapped, and named in one warning (and in ``info.unmapped``): tendons,
-    actuators, sensors, equality constraints of other kinds or inactive at ``qpos0``,
-    gravity compensation (``gravcomp``, a passive force MuJoCo applies at the body's
-    centre of mass; ``info.gravity_compensation`` lists the factors and
-    `gravity_compensation_forces` makes them an ``f_ext``), mocap bodies
-    (welded at their model pose), flexes, polynomial springs and dampers, and limits of
-    ball joints. Geoms (collision and visual shapes) are not part of a `Model`.
+    - **Joint equalities** (``<equality><joint joint1 joint2 polycoef>``, active at
+      ``qpos0``) with a linear polynomial make ``joint1`` follow ``joint2`` exactly:
+      ``q1 = c1 q2 + (q1_ref + c0 - c1 q2_ref)`` (MuJoCo's ``ref`` is ``qpos0``). The
+      model is then a `CoupledModel` (as ``<mimic>`` in `load_urdf`) whose ``q`` leaves
+      the coupled joints out (``info.couplings`` lists them; MuJoCo holds the same
+      equality softly, by its constraint solver). ``joint_equalities="independent"``
+      keeps every joint independent and names the equalities in the warning.
+    - **Actuators** with joint transmissions (hinge, slide, ball, free; ``joint`` and
+      ``jointinparent``), on fixed tendons or on sites (without ``refsite``), gain ``fixed``/``affine``, bias
+      ``none``/``affine`` (``motor``, ``position``, ``velocity``, ``general``, and with
+      an activation state ``intvelocity``, ``integrator`` and filters), with ``gear``,
+      control, force, activation and joint/tendon actuator-force ranges, become
+      ``info.actuators``: `jaxrbd.actuation` gives their generalized forces, MuJoCo's
+      ``qfrc_actuator``.
+    - **Flags**: ``<flag spring="disable">`` (``damper``, ``frictionloss``) loads zero
+      stiffness (damping, friction), so `jaxrbd.passive_forces` applies what MuJoCo
+      applies; ``<flag gravity="disable">`` zero gravity.
+
+    Not mapped, and named in one warning (and in ``info.unmapped``): actuators with
+    other transmissions (body, slider-crank, spatial tendon, site with ``refsite``),
+    muscles, plugins or delays; spatial tendons, and the springs, dampers, friction and
+    limits of fixed tendons; sensors; equality constraints of other kinds, inactive at ``qpos0``, or
+    joint equalities that are nonlinear, lock a joint or repeat a coupling; fluid forces
+    (``density``/``viscosity`` in ``<option>``); gravity compensation (``gravcomp``, a
+    passive force MuJoCo applies at the body's centre of mass;
+    ``info.gravity_compensation`` lists the factors and `gravity_compensation_forces`
+    makes them an ``f_ext``), mocap bodies (welded at their model pose), flexes,
+    polynomial springs and dampers, and limits of ball joints. Geoms (collision and
+    visual shapes) are not part of a `Model`. MuJoCo's own compiler warnings are
+    relayed as ``UserWarning``s ("MuJoCo: ...").
+
+    **Untrusted files.** MJCF can make MuJoCo read local files: ``<include file>``,
+    meshes, textures, height fields and skins, by absolute or ``../`` paths, even from an
+    XML string (what it reads can end up in names or fail loudly, revealing that a file
+    exists). With ``allow_external_files=False`` the XML is checked before MuJoCo sees
+    it: every such path (joined to the ``<compiler>`` ``meshdir``/``texturedir``/
+    ``assetdir``, links followed) must lie inside the model file's folder, included files
+    are checked the same way, and MJCF text may only name files given in ``assets``.
+    Explicit ``<inertial>`` masses that are negative or not finite are refused (MuJoCo
+    would zero them on a body without joints).
 
     Args:
         path_or_xml: a path to an ``.xml`` file (`str` or `os.PathLike`), the MJCF text
-            itself (a `str` whose first non-blank character is ``<``, or `bytes`), an
+            itself (a `str` whose first character after blanks and a byte-order mark is
+            ``<``, or UTF-8 `bytes`), an
             ``mujoco.MjSpec`` (compiled here) or an already compiled ``mujoco.MjModel``.
         inertia_check: ``"warn"`` (default), ``"error"`` or ``"ignore"``, as
             `ModelBuilder` (MuJoCo's compiler already checks its own inertias).
@@ -161,17 +192,25 @@ def load_mjcf(
         assets: ``{filename: bytes}`` for meshes referenced by an XML string (passed to
             ``from_xml_string``).
         warn_unmapped: emit the warning about unmapped elements (default ``True``).
+        joint_equalities: ``"couple"`` (default: linear joint equalities become exact
+            couplings, a `CoupledModel`) or ``"independent"`` (named as unmapped).
+        allow_external_files: ``True`` (default) lets MuJoCo read whatever files the
+            MJCF names; ``False`` refuses files outside the model's folder (see above),
+            for models from untrusted sources.
 
     Returns:
-        The `Model`; with ``return_constraints``, ``(model, constraints)``; with
-        ``return_info``, ``(model, info)``; with both, ``(model, constraints, info)``.
+        The `Model` (a `CoupledModel` when joint equalities couple joints); with
+        ``return_constraints``, ``(model, constraints)``; with ``return_info``,
+        ``(model, info)``; with both, ``(model, constraints, info)``.
 
     Raises:
         ImportError: ``mujoco`` is not installed.
         FileNotFoundError: the path does not exist.
         ValueError: MuJoCo rejects the model (its message is included); a free joint
             whose qpos MuJoCo reads differently (none: MuJoCo only allows free joints
-            on top-level bodies).
+            on top-level bodies); bytes that are not UTF-8; a negative or non-finite
+            explicit mass or moment of inertia (the body named); with
+            ``allow_external_files=False``, a file outside the model's folder.
         TypeError: ``path_or_xml`` is of an unsupported type.
 
     Example:
@@ -191,8 +230,14 @@ def load_mjcf(
         >>> jaxrbd.point_position(model, jnp.zeros(1), "tip", jnp.zeros(3)).tolist()
         [0.0, 0.0, 0.5]
     """
-    m = _compile(path_or_xml, assets)
-    model, info = _map(m, inertia_check)
+    if joint_equalities not in ("couple", "independent"):
+        raise ValueError(
+            f"joint_equalities is {joint_equalities!r}, expected 'couple' or 'independent'"
+        )
+    if not isinstance(allow_external_files, bool):
+        raise TypeError(f"allow_external_files must be True or False, got {allow_external_files!r}")
+    m = _compile(path_or_xml, assets, allow_external_files)
+    model, info = _map(m, inertia_check, joint_equalities)
     if warn_unmapped and info.unmapped:
         lines = "\n".join(f"  {what}: {', '.join(names)}" for what, names in info.unmapped.items())
         warnings.warn(
@@ -212,40 +257,53 @@ def load_mjcf(
 # ---------------------------------------------------------------- compiling
 
 
-def _compile(src, assets):
+def _compile(src, assets, allow_external_files=True):
     mujoco = _import_mujoco()
+    if isinstance(src, (mujoco.MjModel, getattr(mujoco, "MjSpec", ()))) and not allow_external_files:
+        raise ValueError(
+            "load_mjcf(allow_external_files=False) checks the XML before MuJoCo reads it: pass "
+            "the MJCF text or its path, not an MjSpec or MjModel (MuJoCo has read their files)"
+        )
     if isinstance(src, mujoco.MjModel):
         return src
     if isinstance(src, getattr(mujoco, "MjSpec", ())):  # MjSpec: MuJoCo >= 3.2
+        check_spec_masses(src)
         try:
-            return src.compile()
+            with relay_mujoco_warnings(mujoco, stacklevel=5):
+                return src.compile()
         except Exception as e:
             raise ValueError(f"MuJoCo could not compile the MjSpec: {e}") from e
-    if isinstance(src, bytes):
-        src = src.decode("utf-8")
-        is_xml = True
-    elif isinstance(src, str):
-        is_xml = src.lstrip().startswith("<")
-    elif isinstance(src, os.PathLike):
-        src, is_xml = os.fspath(src), False
-    else:
-        raise TypeError(
-            "load_mjcf: expected a path, MJCF text, an MjSpec or an MjModel, got "
-            f"{type(src).__name__}"
-        )
-    if is_xml:
-        try:
-            return mujoco.MjModel.from_xml_string(src, assets or {})
-        except Exception as e:
-            raise ValueError(f"MuJoCo could not compile the MJCF text: {e}") from e
-    if not os.path.isfile(src):
+    src, is_xml = source_text(src)
+    if not is_xml and not os.path.isfile(src):
         raise FileNotFoundError(f"load_mjcf: no MJCF file at {src!r}")
-    try:
-        return mujoco.MjModel.from_xml_path(src, assets) if assets else (
-            mujoco.MjModel.from_xml_path(src)
-        )
-    except Exception as e:
-        raise ValueError(f"MuJoCo could not compile the MJCF file {src!r}: {e}") from e
+    if not allow_external_files:
+        check_files(src if is_xml else None, None if is_xml else src, assets)
+    what = "the MJCF text" if is_xml else f"the MJCF file {src!r}"
+    with relay_mujoco_warnings(mujoco, stacklevel=5):
+        try:
+            # the spec, read before MuJoCo's compiler silently repairs what it should refuse
+            if is_xml:
+                spec = mujoco.MjSpec.from_string(src, include=_xml_files(assets),
+                                                 assets=assets or None)
+            else:
+                spec = mujoco.MjSpec.from_file(src, include=_xml_files(assets),
+                                               assets=assets or None)
+        except Exception as e:
+            raise ValueError(f"MuJoCo could not compile {what}: {e}") from e
+        check_spec_masses(spec)
+        try:
+            if is_xml:
+                return mujoco.MjModel.from_xml_string(src, assets or {})
+            return mujoco.MjModel.from_xml_path(src, assets) if assets else (
+                mujoco.MjModel.from_xml_path(src)
+            )
+        except Exception as e:
+            raise ValueError(f"MuJoCo could not compile {what}: {e}") from e
+
+
+def _xml_files(assets):
+    """The XML files among ``assets`` (MjSpec takes included files separately)."""
+    return {k: v for k, v in (assets or {}).items() if str(k).lower().endswith(".xml")} or None
 
 
 # ---------------------------------------------------------------- mapping
@@ -302,7 +360,7 @@ class _Namer:
         return name
 
 
-def _map(m, inertia_check):
+def _map(m, inertia_check, joint_equalities="couple"):
     nbody, njnt = int(m.nbody), int(m.njnt)
     body_names = [n or f"body{i}" for i, n in enumerate(_names(m, "body", nbody))]
     body_names[0] = "world"
@@ -317,6 +375,9 @@ def _map(m, inertia_check):
         gravity = np.zeros(3)
     b = ModelBuilder(gravity=gravity, inertia_check=inertia_check)
     unmapped: dict[str, list[str]] = {}
+    # What the model's <flag> disables is left out, so passive_forces applies what MuJoCo does.
+    off = {k: bool(int(m.opt.disableflags) & int(getattr(mujoco.mjtDisableBit, f"mjDSBL_{k.upper()}")))
+           for k in ("spring", "damper", "frictionloss")}
 
     for i in range(1, nbody):
         parent = body_names[int(m.body_parentid[i])]
@@ -341,7 +402,7 @@ def _map(m, inertia_check):
                 )
             j = j0
             b.add_body(name, "world", joints.free(), inertial, None, joint_names[j],
-                       **_dof_kwargs(m, j, _FREE))
+                       **_dof_kwargs(m, j, _FREE, off))
             continue
         prev, p_prev = parent, None
         for k, j in enumerate(range(j0, j0 + nj)):
@@ -370,7 +431,7 @@ def _map(m, inertia_check):
             bname = name if own else namer.new(f"{name}/{joint_names[j]}", "_")
             b.add_body(
                 bname, prev, spec, inertial if own else None, Transform(Rj, pj), joint_names[j],
-                **_dof_kwargs(m, j, t),
+                **_dof_kwargs(m, j, t, off),
             )
             prev, p_prev = bname, p_j
         if prev != name:
@@ -394,11 +455,25 @@ def _map(m, inertia_check):
             fixed_namer.new(sname, "_fixed"),
         )
 
-    constraints, equalities = _equalities(m, body_names, site_names, sites, unmapped)
-    _report(m, body_names, joint_names, unmapped)
+    constraints, equalities = _equalities(m, body_names, site_names, sites, unmapped,
+                                          couple_joints=joint_equalities == "couple")
+    couplings = {}
+    if joint_equalities == "couple":
+        eq_names = _names(m, "equality", int(m.neq))
+        couplings = joint_couplings(m, joint_names, lambda e: eq_names[e] or f"equality{e}",
+                                    unmapped)
+    _report(m, body_names, joint_names, unmapped, off)
+    actuators = mjcf_actuators(
+        mujoco, m, _unique([n or f"actuator{i}" for i, n in enumerate(_names(m, "actuator", int(m.nu)))]),
+        unmapped, body_names, [sites[site_names[k] or f"site{k}"] for k in range(int(m.nsite))],
+    )
     gravcomp = {body_names[i]: float(m.body_gravcomp[i]) for i in range(nbody) if m.body_gravcomp[i] != 0}
     if gravcomp:
-        unmapped["gravity compensation (gravcomp, not applied)"] = [
+        on_joints = actuators is not None and actuators.gravity_compensation_dofs
+        what = ("gravity compensation (gravcomp, not applied; on joints with actuatorgravcomp "
+                "it is part of jaxrbd.actuation)" if on_joints
+                else "gravity compensation (gravcomp, not applied)")
+        unmapped[what] = [
             f"{k} ({v:g})" for k, v in gravcomp.items()
         ]
     key_names = _names(m, "key", int(m.nkey))
@@ -409,6 +484,8 @@ def _map(m, inertia_check):
         model = b.build()
     for w in caught:
         warnings.warn(str(w.message), w.category, stacklevel=4)
+    if couplings:
+        model = couple(model, couplings)
     info = MJCFInfo(
         constraints=constraints,
         equalities=tuple(equalities),
@@ -419,12 +496,15 @@ def _map(m, inertia_check):
         keyframes=keyframes,
         qpos0=np.array(m.qpos0),
         mjmodel=m,
+        actuators=actuators,
+        couplings=couplings,
     )
     return model, info
 
 
-def _dof_kwargs(m, j, t) -> dict[str, Any]:
-    """Per-DoF armature, damping, friction, stiffness, spring reference and limits."""
+def _dof_kwargs(m, j, t, off) -> dict[str, Any]:
+    """Per-DoF armature, damping, friction, stiffness, spring reference and limits (zero
+    stiffness, damping or friction where the model's flags disable them)."""
     nv = {_FREE: 6, _BALL: 3}.get(t, 1)
     nq = {_FREE: 7, _BALL: 4}.get(t, 1)
     d0, q0 = int(m.jnt_dofadr[j]), int(m.jnt_qposadr[j])
@@ -435,9 +515,9 @@ def _dof_kwargs(m, j, t) -> dict[str, Any]:
 
     out = dict(
         armature=dof("dof_armature"),
-        damping=dof("dof_damping"),
-        friction=dof("dof_frictionloss"),
-        stiffness=np.full(nv, float(m.jnt_stiffness[j])),
+        damping=dof("dof_damping") * (not off["damper"]),
+        friction=dof("dof_frictionloss") * (not off["frictionloss"]),
+        stiffness=np.full(nv, 0.0 if off["spring"] else float(m.jnt_stiffness[j])),
         spring_reference=np.array(m.qpos_spring[q0 : q0 + nq], dtype=np.float64),
     )
     if t in (_HINGE, _SLIDE) and m.jnt_limited[j]:
@@ -445,8 +525,9 @@ def _dof_kwargs(m, j, t) -> dict[str, Any]:
     return out
 
 
-def _equalities(m, body_names, site_names, sites, unmapped):
-    """Active connect/weld equalities as loop closures; the rest reported."""
+def _equalities(m, body_names, site_names, sites, unmapped, couple_joints=False):
+    """Active connect/weld equalities as loop closures; joint equalities left to
+    `joint_couplings` when ``couple_joints``; the rest reported."""
     eq_names = _names(m, "equality", int(m.neq))
     mujoco = _import_mujoco()
     kind_names = {int(v): k[5:].lower() for k, v in mujoco.mjtEq.__members__.items()}
@@ -457,6 +538,8 @@ def _equalities(m, body_names, site_names, sites, unmapped):
         t = int(m.eq_type[e])
         label = eq_names[e] or f"equality{e}"
         kind = kind_names.get(t, f"type {t}")
+        if t == _EQ_JOINT and couple_joints:
+            continue
         if t not in (_EQ_CONNECT, _EQ_WELD):
             unmapped.setdefault(f"equality constraints of type {kind}", []).append(label)
             continue
@@ -488,11 +571,9 @@ def _equalities(m, body_names, site_names, sites, unmapped):
     return cs, equalities
 
 
-def _report(m, body_names, joint_names, unmapped):
+def _report(m, body_names, joint_names, unmapped, off):
     """Collect the named elements a `Model` does not represent."""
     for kind, count, what in (
-        ("tendon", m.ntendon, "tendons"),
-        ("actuator", m.nu, "actuators"),
         ("sensor", m.nsensor, "sensors"),
         ("flex", m.nflex, "flexes"),
     ):
@@ -500,6 +581,28 @@ def _report(m, body_names, joint_names, unmapped):
         if n:
             names = _names(m, kind, n)
             unmapped[what] = [x or f"{kind}{i}" for i, x in enumerate(names)]
+    # Fixed tendons are linear in q: actuators on them are part of `Actuators`; what a
+    # tendon does on its own (springs, dampers, friction, limits, armature) is not mapped.
+    tendon_names = _names(m, "tendon", int(m.ntendon))
+    for t in range(int(m.ntendon)):
+        name = tendon_names[t] or f"tendon{t}"
+        adr, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
+        if not all(int(m.wrap_type[adr + k]) == 1 for k in range(num)):  # mjWRAP_JOINT
+            unmapped.setdefault("spatial tendons", []).append(name)
+            continue
+        props = [p for p, on in (
+            ("stiffness", m.tendon_stiffness[t] != 0 and not off["spring"]),
+            ("damping", m.tendon_damping[t] != 0 and not off["damper"]),
+            ("frictionloss", m.tendon_frictionloss[t] != 0 and not off["frictionloss"]),
+            ("limits", bool(m.tendon_limited[t])),
+            ("armature", float(np.asarray(getattr(m, "tendon_armature", np.zeros(m.ntendon)))[t]) != 0),
+        ) if on]
+        if props:
+            unmapped.setdefault("fixed tendons' passive forces and limits", []).append(
+                f"{name} ({', '.join(props)})")
+    density, viscosity = float(m.opt.density), float(m.opt.viscosity)
+    if density or viscosity:
+        unmapped["fluid forces (not applied)"] = [f"density={density:g}, viscosity={viscosity:g}"]
     for j in range(int(m.njnt)):
         t = int(m.jnt_type[j])
         if t == _BALL and m.jnt_limited[j]:
@@ -514,221 +617,3 @@ def _report(m, body_names, joint_names, unmapped):
                 lst = unmapped.setdefault("polynomial joint damping", [])
                 if joint_names[j] not in lst:
                     lst.append(joint_names[j])
-
-
-# ---------------------------------------------------------------- gravity compensation
-
-
-def gravity_compensation_forces(
-    model: Model, q: Float[Array, "nq"], factors: dict[str, float]
-) -> Float[Array, "nbodies 6"]:
-    """MuJoCo's gravity compensation as external forces, for ``f_ext``.
-
-    MuJoCo's ``gravcomp`` applies ``-gravcomp · m · g`` at a body's centre of mass (a
-    passive force). Passed as ``f_ext`` to `jaxrbd.inverse_dynamics`,
-    `jaxrbd.forward_dynamics` and the rest, these forces reproduce it.
-
-    Args:
-        model: a `Model` (typically from `load_mjcf`).
-        q: configuration `(nq,)`.
-        factors: ``{body name: gravcomp}`` (``MJCFInfo.gravity_compensation``); 1 cancels
-            the body's weight.
-
-    Returns:
-        ``f_ext`` `(nbodies, 6)`: spatial forces ``[c × f; f]`` in world coordinates at the
-        world origin, zero for bodies not named.
-
-    Example:
-        >>> f = jaxrbd.io.gravity_compensation_forces(model, q, {"body_3": 1.0})
-        >>> f[3, 3:].tolist()   # the weight of body_3 (0.1 kg), cancelled
-        [0.0, 0.0, 0.981]
-    """
-    from .._kinematics import forward_kinematics
-
-    q = check_vector("q", q, model.nq, "model.nq", model.dtype)
-    ids = np.array([model.body_id(name) for name in factors], dtype=np.int64)
-    k = jnp.asarray([float(v) for v in factors.values()], model.dtype)
-    R, p = forward_kinematics(model, q)
-    mass = model.inertia[ids, 0]
-    com = model.inertia[ids, 1:4] / jnp.where(mass > 0, mass, 1.0)[:, None]
-    c = _mv(R[ids], com) + p[ids]
-    f = -(k * mass)[:, None] * model.gravity[None, :]
-    out = jnp.zeros((model.nbodies, 6), model.dtype)
-    return out.at[ids].set(jnp.concatenate([jnp.cross(c, f), f], axis=1))
-
-
-# ---------------------------------------------------------------- coordinate converters
-
-
-def _free_blocks(model: Model):
-    """Static ``(q_start, v_start)`` index arrays of the model's free joints."""
-    idx = [b for b, k in enumerate(model.joint_kind) if k == "free"]
-    return (
-        np.array([model.q_start[b] for b in idx], dtype=np.int64),
-        np.array([model.v_start[b] for b in idx], dtype=np.int64),
-    )
-
-
-def _rot(quat):
-    """``(k, 3, 3)`` rotation matrices (body -> world) of ``(k, 4)`` (w, x, y, z) quaternions."""
-    n = jnp.sqrt(jnp.sum(quat * quat, axis=-1, keepdims=True))
-    w, x, y, z = jnp.moveaxis(quat / n, -1, 0)
-    return jnp.stack(
-        [
-            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
-
-
-def _free_terms(model, qpos, x):
-    """Rotations, and the ``(k, 6)`` blocks of the nv-vector ``x`` at the free joints."""
-    qs, vs = _free_blocks(model)
-    R = _rot(qpos[qs[:, None] + np.arange(3, 7)])
-    return R, vs[:, None] + np.arange(6), x[vs[:, None] + np.arange(6)]
-
-
-def _mv(R, x, transpose=False):
-    return jnp.einsum("kji,kj->ki" if transpose else "kij,kj->ki", R, x)
-
-
-def qpos_to_q(model: Model, qpos: Float[Array, "nq"]) -> Float[Array, "nq"]:
-    """jaxrbd configuration of a MuJoCo ``qpos`` (a model from `load_mjcf`).
-
-    The coordinates coincide (joint order, free-joint ``[p; (w, x, y, z)]``, ball
-    quaternions, hinge ``ref`` folded into the model), so this checks the shape and
-    returns ``qpos`` in the model's dtype.
-
-    Example:
-        >>> jaxrbd.io.qpos_to_q(model, jnp.zeros(model.nq)).shape
-        (9,)
-    """
-    return check_vector("qpos", qpos, model.nq, "model.nq", model.dtype)
-
-
-def q_to_qpos(model: Model, q: Float[Array, "nq"]) -> Float[Array, "nq"]:
-    """MuJoCo ``qpos`` of a jaxrbd configuration (the inverse of `qpos_to_q`).
-
-    Example:
-        >>> jaxrbd.io.q_to_qpos(model, jnp.zeros(model.nq)).shape
-        (9,)
-    """
-    return check_vector("q", q, model.nq, "model.nq", model.dtype)
-
-
-def qvel_to_v(model: Model, qpos: Float[Array, "nq"], qvel: Float[Array, "nv"]) -> Float[Array, "nv"]:
-    """jaxrbd velocity ``v`` of MuJoCo's ``qvel`` at ``qpos``.
-
-    Only free joints differ: MuJoCo's ``[ṗ (world); ω (body)]`` becomes
-    ``[ω_body; Rᵀ ṗ]`` (`CONVENTIONS.md`: the body spatial velocity in body
-    coordinates). Every other coordinate is copied.
-
-    Args:
-        model: a model from `load_mjcf` (free joints on the world).
-        qpos: MuJoCo configuration `(nq,)`.
-        qvel: MuJoCo velocity `(nv,)` [rad/s | m/s].
-
-    Returns:
-        ``v`` `(nv,)`.
-
-    Example:
-        >>> b = jaxrbd.ModelBuilder()
-        >>> _ = b.add_body("base", "world", jaxrbd.joints.free(), jaxrbd.Body(1.0, inertia=np.eye(3)))
-        >>> floating = b.build()
-        >>> qpos = jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])   # turned by pi about z
-        >>> qvel = jnp.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.5])        # [p dot (world); omega]
-        >>> jaxrbd.io.qvel_to_v(floating, qpos, qvel).tolist()
-        [0.0, 0.0, 0.5, -1.0, 0.0, 0.0]
-    """
-    return _swap(model, qpos, qvel, ("qpos", "qvel"), to_jaxrbd=True)
-
-
-def v_to_qvel(model: Model, q: Float[Array, "nq"], v: Float[Array, "nv"]) -> Float[Array, "nv"]:
-    """MuJoCo ``qvel`` of a jaxrbd velocity (the inverse of `qvel_to_v`).
-
-    Example:
-        >>> jaxrbd.io.v_to_qvel(model, jnp.zeros(model.nq), jnp.ones(model.nv)).shape
-        (9,)
-    """
-    return _swap(model, q, v, ("q", "v"), to_jaxrbd=False)
-
-
-def qacc_to_qdd(
-    model: Model, qpos: Float[Array, "nq"], qvel: Float[Array, "nv"], qacc: Float[Array, "nv"]
-) -> Float[Array, "nv"]:
-    """jaxrbd acceleration ``qdd = dv/dt`` of MuJoCo's ``qacc``.
-
-    For a free joint ``dv/dt = [ω̇; Rᵀ p̈ - ω × Rᵀ ṗ]`` (the derivative of the
-    body-coordinate velocity); other coordinates are copied.
-
-    Example:
-        >>> z = jnp.zeros(model.nv)
-        >>> jaxrbd.io.qacc_to_qdd(model, jnp.zeros(model.nq), z, z).shape
-        (9,)
-    """
-    qpos = check_vector("qpos", qpos, model.nq, "model.nq", model.dtype)
-    qvel = check_vector("qvel", qvel, model.nv, "model.nv", model.dtype)
-    qacc = check_vector("qacc", qacc, model.nv, "model.nv", model.dtype)
-    R, idx, a = _free_terms(model, qpos, qacc)
-    x = qvel[idx]
-    vb = _mv(R, x[:, :3], transpose=True)
-    lin = _mv(R, a[:, :3], transpose=True) - jnp.cross(x[:, 3:], vb)
-    return qacc.at[idx].set(jnp.concatenate([a[:, 3:], lin], axis=1))
-
-
-def qdd_to_qacc(
-    model: Model, q: Float[Array, "nq"], v: Float[Array, "nv"], qdd: Float[Array, "nv"]
-) -> Float[Array, "nv"]:
-    """MuJoCo ``qacc`` of a jaxrbd acceleration (the inverse of `qacc_to_qdd`).
-
-    Example:
-        >>> z = jnp.zeros(model.nv)
-        >>> jaxrbd.io.qdd_to_qacc(model, jnp.zeros(model.nq), z, z).shape
-        (9,)
-    """
-    q = check_vector("q", q, model.nq, "model.nq", model.dtype)
-    v = check_vector("v", v, model.nv, "model.nv", model.dtype)
-    qdd = check_vector("qdd", qdd, model.nv, "model.nv", model.dtype)
-    R, idx, a = _free_terms(model, q, qdd)
-    x = v[idx]
-    lin = _mv(R, a[:, 3:] + jnp.cross(x[:, :3], x[:, 3:]))
-    return qdd.at[idx].set(jnp.concatenate([lin, a[:, :3]], axis=1))
-
-
-def qfrc_to_tau(model: Model, qpos: Float[Array, "nq"], qfrc: Float[Array, "nv"]) -> Float[Array, "nv"]:
-    """jaxrbd generalized force of a MuJoCo ``qfrc_*`` vector.
-
-    For a free joint MuJoCo's ``[f (world); n (body)]`` becomes ``[n; Rᵀ f]``, the
-    spatial force in body coordinates (both act at the body origin); other
-    coordinates are copied. Power is preserved: ``qvel·qfrc == v·tau``.
-
-    Example:
-        >>> jaxrbd.io.qfrc_to_tau(model, jnp.zeros(model.nq), jnp.ones(model.nv)).shape
-        (9,)
-    """
-    return _swap(model, qpos, qfrc, ("qpos", "qfrc"), to_jaxrbd=True)
-
-
-def tau_to_qfrc(model: Model, q: Float[Array, "nq"], tau: Float[Array, "nv"]) -> Float[Array, "nv"]:
-    """MuJoCo generalized force of a jaxrbd ``tau`` (the inverse of `qfrc_to_tau`).
-
-    Example:
-        >>> jaxrbd.io.tau_to_qfrc(model, jnp.zeros(model.nq), jnp.ones(model.nv)).shape
-        (9,)
-    """
-    return _swap(model, q, tau, ("q", "tau"), to_jaxrbd=False)
-
-
-def _swap(model, q, x, names, to_jaxrbd):
-    """Velocities and forces share one map at a free joint: MuJoCo's
-    ``[linear (world); angular (body)]`` <-> jaxrbd's ``[angular; Rᵀ linear]``."""
-    q = check_vector(names[0], q, model.nq, "model.nq", model.dtype)
-    x = check_vector(names[1], x, model.nv, "model.nv", model.dtype)
-    R, idx, f = _free_terms(model, q, x)
-    if to_jaxrbd:
-        block = jnp.concatenate([f[:, 3:], _mv(R, f[:, :3], transpose=True)], axis=1)
-    else:
-        block = jnp.concatenate([_mv(R, f[:, 3:]), f[:, :3]], axis=1)
-    return x.at[idx].set(block)

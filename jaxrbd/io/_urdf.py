@@ -7,19 +7,25 @@ import os
 import warnings
 import xml.etree.ElementTree as ET
 from typing import Any
+from xml.parsers import expat
 
 import numpy as np
 
 from .. import joints
 from .._body import Body, Transform, check_inertia_option
 from .._builder import ModelBuilder, inertia_vector
+from .._coupling import couple
 from .._model import Model
+from ._source import is_xml_text, strip_bom
 
 __all__ = ["load_urdf"]
 
 _MOVABLE = ("revolute", "continuous", "prismatic", "floating", "planar")
 _JOINT_TYPES = ("fixed",) + _MOVABLE
 _MIMIC_MODES = ("couple", "independent", "error")
+
+#: the body a root link named 'world' becomes with floating_base=True ('world' is body 0)
+WORLD_LINK = "world_link"
 
 
 def load_urdf(
@@ -38,7 +44,11 @@ def load_urdf(
     world by a free joint named ``"root_joint"`` when ``floating_base`` is true, and
     otherwise by a fixed joint named after the root link, so its mass belongs to the
     world and it stays addressable by name. A root link named ``"world"`` *is* the
-    world: its children attach to body 0 (only with ``floating_base=False``).
+    world with ``floating_base=False``: its children attach to body 0. With
+    ``floating_base=True`` it floats as in Pinocchio (``JointModelFreeFlyer``): the
+    free joint ``"root_joint"`` carries it as a body named ``"world_link"`` (body 0
+    keeps the name ``"world"``), with its own mass if it has any, and the robot stays
+    attached to it by the URDF's joints (Kinova Gen3 and Flexiv Rizon as published).
 
     Joint types: ``revolute`` and ``continuous`` -> `joints.revolute` (a plain angle;
     limits play no part in the dynamics), ``prismatic`` -> `joints.prismatic`,
@@ -57,10 +67,19 @@ def load_urdf(
     ``<inertial>`` is massless. ``<visual>``, ``<collision>``, ``<transmission>``,
     ``<gazebo>``, ``<calibration>`` and ``<safety_controller>`` are ignored.
 
+    The XML is read without namespace processing: element and attribute names with a
+    prefix nobody declared (``<sensor:camera>`` in a ``<gazebo>`` block, common in
+    published files) load, with one warning naming each and where it is; the loader
+    reads no prefixed name. Entity declarations are refused (no entity expansion) and
+    nothing outside the given text or file is read (no external entities or DTDs).
+
     The ``<limit>`` (lower, upper, velocity, effort) and ``<dynamics>`` (damping,
     friction) of revolute, continuous and prismatic joints are kept on the model as
     `Model.q_lower`, `Model.q_upper`, `Model.velocity_limit`, `Model.effort_limit`,
     `Model.damping` and `Model.friction` (data only: the dynamics do not apply them).
+    A negative ``friction`` (what least-squares identification returns, as FloBaRoID's
+    KUKA LWR4+) loads with a warning naming the joint; `jaxrbd.passive_forces`, which
+    needs its sign, refuses it.
 
     Mimic joints (``<mimic joint multiplier offset>``) are coupled by default
     (``mimic="couple"``, as Pinocchio's ``mimic=True``): the mimicking joint follows
@@ -68,20 +87,27 @@ def load_urdf(
     is a `jaxrbd.CoupledModel` whose ``q``/``v`` hold the independent joints only.
     ``mimic="independent"`` loads it as an ordinary independent joint instead (a plain
     `Model`, the coupling reported in ``info["mimic"]``), and ``mimic="error"`` refuses
-    it. A ``<mimic>`` on a fixed joint is ignored.
+    it. A ``<mimic>`` on a fixed joint is ignored. A mimic of a mimic joint is resolved
+    to the independent joint at the end of the chain (``q_3 = a_3 (a_2 q_1 + b_2) +
+    b_3``; Pinocchio refuses such chains). A multiplier that makes the mass matrix
+    overflow is refused.
 
     Inertias that are finite and symmetric but physically inconsistent (the triangle
     inequality violated, eigenvalues slightly below zero: common in CAD exports) load
     with one warning naming every such link (``inertia_check="warn"``, the default, as
     Pinocchio and urdfdom load them); ``"error"`` refuses them and ``"ignore"`` is
-    silent. Non-finite numbers, negative masses and non-symmetric inertias are always
-    errors naming the link.
+    silent. A principal moment below -50 % of the largest
+    (`jaxrbd._body.NEGATIVE_MOMENT_RTOL`) is no rounding error: ``"warn"`` refuses it
+    too, and only ``"ignore"`` loads it. Non-finite numbers, negative masses,
+    non-symmetric inertias and parallel-axis terms that overflow (``<origin xyz="1e200
+    0 0"/>`` with a mass of 1e300) are always errors naming the link.
 
     Args:
         path_or_xml_string: a filesystem path (`str` or `os.PathLike`), or the URDF
-            text itself: a `str` whose first non-blank character is ``<``, or `bytes`
-            (always parsed as XML).
-        floating_base: attach the root link to the world by a free joint (nq 7, nv 6).
+            text itself: a `str` whose first character after a byte-order mark and
+            blanks is ``<``, or `bytes` (always parsed as XML).
+        floating_base: a `bool`: attach the root link to the world by a free joint
+            (nq 7, nv 6).
         return_info: also return a dict with the raw per-joint extras (below).
         mimic: ``"couple"`` (default), ``"independent"`` or ``"error"``, see above.
         inertia_check: ``"warn"`` (default), ``"error"`` or ``"ignore"``, see above.
@@ -100,14 +126,18 @@ def load_urdf(
             mimic joint: ``q[joint] = multiplier * q[mimicked] + offset``.
 
     Raises:
-        ValueError: malformed XML (with the parser's message); no ``<robot>`` root; a
-            link or joint without a name, duplicated names; a joint without a type, of
-            an unknown type, without ``<parent>``/``<child>`` or naming a link that
-            does not exist; a link that is the child of two joints; a cycle; zero or
-            several root links; a non-numeric, non-finite or wrongly sized number; a
-            zero axis; a non-finite, negative-mass or non-symmetric ``<inertial>`` (the
-            message names the link); a mimic joint with ``mimic="error"``, or one whose
-            joints are not both 1-DoF or that mimics a mimic joint.
+        TypeError: ``floating_base`` or ``return_info`` is not a `bool` (the string
+            ``"False"`` is true).
+        ValueError: malformed XML (with the parser's message); an entity declaration;
+            no ``<robot>`` root; a link or joint without a name, duplicated names; a
+            joint without a type, of an unknown type, without ``<parent>``/``<child>``
+            or naming a link that does not exist; a link that is the child of two
+            joints; a cycle; zero or several root links; a non-numeric, non-finite or
+            wrongly sized number; a zero axis; a non-finite, negative-mass,
+            non-symmetric, clearly negative or overflowing ``<inertial>`` (the message
+            names the link); a mimic joint with ``mimic="error"``, or one whose
+            joints are not both 1-DoF, that form a cycle, or whose multiplier makes
+            the mass matrix overflow.
         OSError: ``path_or_xml_string`` names a file that cannot be read.
 
     Example:
@@ -134,6 +164,9 @@ def load_urdf(
         >>> load_urdf(urdf, floating_base=True).joint_names
         ('root_joint', 'hinge')
     """
+    for key, flag in (("floating_base", floating_base), ("return_info", return_info)):
+        if not isinstance(flag, (bool, np.bool_)):  # "False" is a truthy string
+            raise TypeError(f"load_urdf: {key} must be a bool, got {flag!r}")
     if mimic not in _MIMIC_MODES:
         raise ValueError(f"mimic is {mimic!r}, expected one of {_MIMIC_MODES}")
     check_inertia_option(inertia_check)
@@ -184,21 +217,27 @@ def load_urdf(
             del info["mimic"][name]
 
     builder = ModelBuilder(inertia_check=inertia_check)
-    if root == "world":
-        if floating_base:
-            raise ValueError(
-                "URDF root link is named 'world', which is the world itself and cannot "
-                "float; load with floating_base=False or remove the 'world' link"
-            )
+    top = root  # the body the root link's children hang from
+    if root == "world" and not floating_base:
         mass, com, Ic = _body_arrays("world", links["world"], inertia_check)
-        builder.world_inertia = builder.world_inertia + inertia_vector(mass, com, Ic)
+        builder.world_inertia = builder.world_inertia + inertia_vector(mass, com, Ic, "world")
+        top = 0
     elif floating_base:
         if "root_joint" in joint_names:
             raise ValueError(
                 "URDF joint 'root_joint': the name is reserved for the floating base "
                 "joint with floating_base=True"
             )
-        _add(builder, root, "world", joints.free(), links[root], None, "root_joint")
+        if root == "world":
+            # Pinocchio's reading: the free joint carries the (massless) world link and
+            # the robot stays welded to it; body 0 keeps the name 'world'
+            if WORLD_LINK in links:
+                raise ValueError(
+                    f"URDF link {WORLD_LINK!r}: the name is taken by the floating 'world' "
+                    "link with floating_base=True"
+                )
+            top = WORLD_LINK
+        _add(builder, top, "world", joints.free(), links[root], None, "root_joint")
     else:
         if root in joint_names:
             raise ValueError(
@@ -215,7 +254,7 @@ def load_urdf(
         j = stack.pop()
         child = j["child"]
         visited.add(child)
-        parent = 0 if j["parent"] == "world" else j["parent"]
+        parent = top if j["parent"] == root else j["parent"]
         _add(builder, child, parent, j["spec"], links[child], j["placement"], j["name"], info)
         stack.extend(reversed(children[child]))
     if len(visited) != len(links):
@@ -226,8 +265,6 @@ def load_urdf(
     for w in caught:  # the builder's inertia warning, re-issued at the caller
         warnings.warn(f"URDF: {w.message}", w.category, stacklevel=2)
     if mimic == "couple" and info["mimic"]:
-        from .._coupling import couple
-
         model = couple(model, {
             name: (m["joint"], m["multiplier"], m["offset"]) for name, m in info["mimic"].items()
         })
@@ -239,23 +276,89 @@ def load_urdf(
 
 def _parse_robot(source: str | os.PathLike | bytes) -> ET.Element:
     """The ``<robot>`` element of a URDF path, string or bytes."""
-    try:
-        if isinstance(source, (bytes, bytearray)):
-            root = ET.fromstring(bytes(source).lstrip())
-        elif isinstance(source, str) and source.lstrip().startswith("<"):
-            root = ET.fromstring(source.lstrip())  # an XML declaration must come first
-        elif isinstance(source, (str, os.PathLike)):
-            root = ET.parse(os.fspath(source)).getroot()
-        else:
-            raise TypeError(
-                "load_urdf expects a path (str or os.PathLike) or URDF text (str or bytes), "
-                f"got {type(source).__name__}"
-            )
-    except ET.ParseError as e:
-        raise ValueError(f"malformed URDF XML: {e}") from None
+    if isinstance(source, (bytes, bytearray)):
+        data: str | bytes = bytes(source).lstrip()
+    elif isinstance(source, str) and is_xml_text(source):
+        data = strip_bom(source).lstrip()  # an XML declaration must come first
+    elif isinstance(source, (str, os.PathLike)):
+        with open(os.fspath(source), "rb") as f:  # bytes: the XML declares its encoding
+            data = f.read()
+    else:
+        raise TypeError(
+            "load_urdf expects a path (str or os.PathLike) or URDF text (str or bytes), "
+            f"got {type(source).__name__}"
+        )
+    root, skipped = _parse_xml(data)
     if root.tag != "robot":
         raise ValueError(f"URDF root element is <{root.tag}>, expected <robot>")
+    if skipped:
+        shown = "; ".join(skipped[:8]) + (f"; and {len(skipped) - 8} more" if len(skipped) > 8
+                                          else "")
+        warnings.warn(
+            "URDF: XML names with undeclared namespace prefixes are skipped (the loader reads "
+            f"none of them): {shown}",
+            UserWarning,
+            stacklevel=3,
+        )
     return root
+
+
+def _parse_xml(data: str | bytes) -> tuple[ET.Element, list[str]]:
+    """The element tree of ``data`` and the names with undeclared namespace prefixes.
+
+    Expat runs without namespace processing, so a prefix nobody declared (``<sensor:camera>``
+    in a ``<gazebo>`` block, as many published URDFs have) is part of a name the loader
+    never asks for instead of an error. Entity declarations are refused (no expansion
+    bombs) and nothing outside ``data`` is read (no external entities or DTDs).
+    """
+    parser = expat.ParserCreate()
+    tree = ET.TreeBuilder()
+    scopes = [{"xml"}]  # the prefixes declared around the current element
+    path: list[str] = []  # open elements below <robot>: where a skipped name sits
+    skipped: list[str] = []
+
+    def start(tag, attrs):
+        declared = scopes[-1] | {k[6:] for k in attrs if k.startswith("xmlns:")}
+        scopes.append(declared)
+        where = f"line {parser.CurrentLineNumber}"
+        where = f"in {path[0]}, {where}" if path else where
+        for name in (tag, *attrs):
+            prefix, colon, _ = name.partition(":")
+            if colon and prefix != "xmlns" and prefix not in declared:
+                skipped.append(f"<{name}> {where}" if name == tag
+                               else f"attribute {name!r} of <{tag}> {where}")
+        if len(scopes) == 3:  # a child of <robot>: remember it with its name
+            label = attrs.get("name") or attrs.get("reference")
+            path.append(f"<{tag} {label!r}>" if label else f"<{tag}>")
+        elif len(scopes) > 3:
+            path.append(tag)
+        tree.start(tag, attrs)
+
+    def end(tag):
+        scopes.pop()
+        if path and len(scopes) >= 2:
+            path.pop()
+        tree.end(tag)
+
+    def refuse_entity(name, *_):
+        raise ValueError(
+            f"URDF XML declares the entity {name!r}; entity declarations are refused (they "
+            "can expand without bound or read other files), and URDF does not need them"
+        )
+
+    def refuse_external(*_):
+        raise ValueError("URDF XML refers to an external entity; nothing outside the URDF is read")
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.CharacterDataHandler = tree.data
+    parser.EntityDeclHandler = refuse_entity
+    parser.ExternalEntityRefHandler = refuse_external
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as e:
+        raise ValueError(f"malformed URDF XML: {e}") from None
+    return tree.close(), skipped
 
 
 def _read_links(robot: ET.Element) -> dict[str, ET.Element]:

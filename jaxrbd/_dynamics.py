@@ -1,4 +1,10 @@
-"""JVP rules of the dynamics built on the analytic derivative passes.
+"""The public dynamics functions and their JVP rules, on the kernels of `jaxrbd._aba`,
+`jaxrbd._rnea` and `jaxrbd._crba`.
+
+Each public function here is a door (`jaxrbd._core.checks.door`): it opens the named
+scope ``jaxrbd.<name>``, checks the state and picks the derivative rule; the recursions
+themselves are the kernels'. The coupled variants are in `jaxrbd._coupled`, and
+`jaxrbd._api` chooses between the two.
 
 `forward_dynamics`, `inverse_dynamics` (so `bias_forces` and `gravity_forces`),
 `mass_matrix` and `minv_times` are differentiated by `jax.custom_jvp` rules whose
@@ -42,19 +48,23 @@ from jax.ad_checkpoint import checkpoint_name
 from jax.custom_derivatives import SymbolicZero
 
 from . import _derivatives as _d
-from ._aba import _aba, minv_times_batched
+from ._aba import aba_single, minv_times_batched
 from ._configuration import tangent_of_coordinates
-from ._crba import _crba
-from ._rnea import _rnea, rnea_batched
+from ._core.checks import as_float, door
+from ._core.linalg import cho_solve, cholesky
+from ._crba import crba_single
+from ._rnea import rnea_batched, rnea_single
 
 __all__ = [
     "DERIVATIVES",
+    "DERIVATIVE_MATRICES",
+    "bias_forces",
     "check_derivatives",
     "forward_dynamics",
+    "gravity_forces",
     "inverse_dynamics",
     "mass_matrix",
     "minv_times",
-    "tangent_of_coordinates",
 ]
 
 #: The `checkpoint_name` of the derivative matrices of the forward-dynamics rule: a
@@ -144,22 +154,20 @@ def _dHx(model, q, x):
 def forward_dynamics_ad(model, q, qd, tau, f_ext, method):
     """`jaxrbd.forward_dynamics` for checked arguments, differentiated by AD."""
     if method == "crba":
-        from ._core.linalg import cho_solve, cholesky
-
         H = mass_matrix_ad(model, q)
         C = inverse_dynamics_ad(model, q, qd, jnp.zeros_like(qd), f_ext)
         return cho_solve(cholesky(H), tau - C)
-    return _aba(model, q, qd, tau, f_ext)
+    return aba_single(model, q, qd, tau, f_ext)
 
 
 def inverse_dynamics_ad(model, q, qd, qdd, f_ext):
     """`jaxrbd.inverse_dynamics` for checked arguments, differentiated by AD."""
-    return _rnea(model, q, qd, qdd, f_ext)
+    return rnea_single(model, q, qd, qdd, f_ext)
 
 
 def mass_matrix_ad(model, q):
     """`jaxrbd.mass_matrix` for a checked ``q``, differentiated by AD."""
-    return _crba(model, q)
+    return crba_single(model, q)
 
 
 def minv_times_ad(model, q, tau):
@@ -208,7 +216,7 @@ def _make_fd(method):
 _FD = {method: _make_fd(method) for method in ("aba", "crba")}
 
 
-def forward_dynamics(model, q, qd, tau, f_ext, method):
+def forward_dynamics_rule(model, q, qd, tau, f_ext, method):
     """`jaxrbd.forward_dynamics` for checked arguments, with the analytic JVP rule."""
     return _FD[method](model, q, qd, tau, f_ext)
 
@@ -236,7 +244,7 @@ def _id_jvp(primals, tangents):
     else:
         tau = inverse_dynamics_ad(model, q, qd, qdd, f_ext)
         if not _zero(dqdd):
-            H = _crba(model, q)
+            H = crba_single(model, q)
     if not _zero(dqdd):
         terms.append(_mv(H, dqdd))
     if f_ext is not None and not _zero(df):
@@ -245,7 +253,7 @@ def _id_jvp(primals, tangents):
     return tau, _total(terms, tau)
 
 
-def inverse_dynamics(model, q, qd, qdd, f_ext):
+def inverse_dynamics_rule(model, q, qd, qdd, f_ext):
     """`jaxrbd.inverse_dynamics` for checked arguments, with the analytic JVP rule."""
     return _id(model, q, qd, qdd, f_ext)
 
@@ -274,7 +282,7 @@ def _mm_jvp(primals, tangents):
     return H, _total(terms, H)
 
 
-def mass_matrix(model, q):
+def mass_matrix_rule(model, q):
     """`jaxrbd.mass_matrix` for a checked ``q``, with the analytic JVP rule."""
     return _mm(model, q)
 
@@ -306,6 +314,182 @@ def _minv_jvp(primals, tangents):
     return x, _total(terms, x)
 
 
-def minv_times(model, q, tau):
+def minv_times_rule(model, q, tau):
     """``H(q)^-1 tau`` for a checked ``q`` and ``tau (nv, K)``, with the analytic JVP rule."""
     return _minv(model, q, tau)
+
+
+# ------------------------------------------------------------------ the doors
+
+
+def _inverse_dynamics(model, q, qd, qdd, f_ext, derivatives):
+    """RNEA for checked arguments, by the rule ``derivatives`` names."""
+    if check_derivatives(derivatives) == "analytic":
+        return inverse_dynamics_rule(model, q, qd, qdd, f_ext)
+    return rnea_single(model, q, qd, qdd, f_ext)
+
+
+@door("q", "qd", "tau", f_ext=True)
+def forward_dynamics(model, q, qd, tau, f_ext=None, method="aba", *, derivatives="analytic"):
+    """Joint accelerations, by the articulated-body algorithm in O(nbodies) (default).
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`; quaternion blocks need not be normalised.
+        qd: velocities `(nv,)` [rad/s | m/s]; body coordinates for free joints.
+        tau: generalized forces `(nv,)` [N m | N]; ``[n; f]`` in body coordinates for
+            free joints.
+        f_ext: optional `(nbodies, 6)` spatial forces in world coordinates at the world
+            origin; row 0 is ignored.
+        method: ``"aba"`` (articulated-body algorithm) or ``"crba"`` (mass matrix by
+            the CRBA, then a Cholesky solve; O(n^3) but often as fast for small n).
+        derivatives: how `jax.jvp`, `jax.grad`, `jax.jacfwd`, ... differentiate this
+            call (either method): ``"analytic"`` (default), a JVP rule built on
+            `forward_dynamics_derivatives` (Carpentier & Mansard 2018; model leaves by
+            AD of the plain code); ``"ad"``, automatic differentiation through the
+            recursions, kept for checking the rule. The value is the same.
+
+    Returns:
+        `qdd`, `(nv,)`, such that `inverse_dynamics(model, q, qd, qdd, f_ext) == tau`.
+
+    Raises:
+        ValueError: wrong shapes or an unknown method.
+
+    Example:
+        >>> qdd = jaxrbd.forward_dynamics(model, q, jnp.zeros(model.nv), tau)
+    """
+    if method not in ("aba", "crba"):
+        raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
+    if check_derivatives(derivatives) == "analytic":
+        return forward_dynamics_rule(model, q, qd, tau, f_ext, method)
+    return forward_dynamics_ad(model, q, qd, tau, f_ext, method)
+
+
+@door("q")
+def minv_times(model, q, tau, *, derivatives="analytic"):
+    """``H(q)^-1 tau`` in O(n) per right-hand side, reusing the articulated inertias.
+
+    RBDL's ``CalcMInvTimesTau``: one backward pass for the articulated inertias, then a
+    bias pass and an acceleration pass (ABA with ``qd = 0`` and no gravity) for all
+    right-hand sides together.
+
+    Args:
+        q: `(nq,)`.
+        tau: `(nv,)` or `(nv, K)` (K right-hand sides).
+        derivatives: ``"analytic"`` (default): JVPs as ``H^-1 (dtau - dH x)`` with
+            ``dH x`` from the analytic RNEA derivatives; ``"ad"``: automatic
+            differentiation through the passes (for checking). See `forward_dynamics`.
+
+    Returns:
+        ``H^-1 tau`` with the shape of `tau`.
+
+    Example:
+        >>> x = jaxrbd.minv_times(model, q, jnp.eye(model.nv))   # = inv(H)
+    """
+    tau = as_float("tau", tau, model.dtype)
+    if tau.ndim not in (1, 2) or tau.shape[0] != model.nv:
+        raise ValueError(
+            f"tau has shape {tau.shape}, expected ({model.nv},) or ({model.nv}, K) "
+            "= (model.nv,) or (model.nv, K)"
+        )
+    t2 = tau if tau.ndim == 2 else tau[:, None]
+    if check_derivatives(derivatives) == "analytic":
+        out = minv_times_rule(model, q, t2)
+    else:
+        out = minv_times_ad(model, q, t2)
+    return out if tau.ndim == 2 else out[:, 0]
+
+
+@door("q", "qd", "qdd", f_ext=True)
+def inverse_dynamics(model, q, qd, qdd, f_ext=None, *, derivatives="analytic"):
+    """Generalized forces by the recursive Newton-Euler algorithm, O(nbodies).
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`; quaternion blocks need not be normalised (they are
+            normalised inside; a zero quaternion gives NaN).
+        qd: velocities `(nv,)` [rad/s | m/s]; body coordinates for free joints.
+        qdd: accelerations `(nv,)` [rad/s^2 | m/s^2], the time derivative of `qd`.
+        f_ext: optional `(nbodies, 6)` spatial forces `[n; f]` on each body, in world
+            coordinates at the world origin [N m; N]; row 0 (world) is ignored.
+        derivatives: how `jax.jvp`, `jax.grad`, `jax.jacfwd`, ... differentiate this
+            call: ``"analytic"`` (default), a JVP rule built on
+            `inverse_dynamics_derivatives` (model leaves by AD of the plain code);
+            ``"ad"``, automatic differentiation through the recursions, kept for
+            checking the rule. The value is the same.
+
+    Returns:
+        `tau`, `(nv,)` [N m | N] with `H(q) qdd + C(q, qd) = tau` (+ the `f_ext` work).
+
+    Raises:
+        ValueError: an argument has the wrong shape (message names it).
+        TypeError: an argument is not real-valued.
+
+    Example:
+        >>> model = jaxrbd.models.triple_pendulum()
+        >>> tau = jaxrbd.inverse_dynamics(model, jnp.zeros(9), jnp.zeros(9), jnp.zeros(9))
+        >>> tau.shape
+        (9,)
+    """
+    return _inverse_dynamics(model, q, qd, qdd, f_ext, derivatives)
+
+
+@door("q", "qd", f_ext=True)
+def bias_forces(model, q, qd, f_ext=None, *, derivatives="analytic"):
+    """Coriolis, centrifugal and gravity forces ``C(q, qd)``: `inverse_dynamics` at ``qdd = 0``.
+
+    Args:
+        q: `(nq,)`. qd: `(nv,)`. f_ext: optional `(nbodies, 6)`, world coordinates.
+        derivatives: ``"analytic"`` (default) or ``"ad"``, as in `inverse_dynamics`.
+
+    Returns:
+        `C`, `(nv,)`, with `H qdd + C = tau`.
+
+    Example:
+        >>> C = jaxrbd.bias_forces(model, jnp.zeros(model.nq), jnp.ones(model.nv))
+    """
+    return _inverse_dynamics(model, q, qd, jnp.zeros_like(qd), f_ext, derivatives)
+
+
+@door("q")
+def gravity_forces(model, q, *, derivatives="analytic"):
+    """Generalized gravity ``g(q)``: `inverse_dynamics` at ``qd = qdd = 0``.
+
+    Args:
+        q: `(nq,)`.
+        derivatives: ``"analytic"`` (default) or ``"ad"``, as in `inverse_dynamics`.
+
+    Returns:
+        `g`, `(nv,)` [N m | N].
+
+    Example:
+        >>> g = jaxrbd.gravity_forces(model, jnp.zeros(model.nq))
+    """
+    z = jnp.zeros(model.nv, model.dtype)
+    return _inverse_dynamics(model, q, z, z, None, derivatives)
+
+
+@door("q")
+def mass_matrix(model, q, *, derivatives="analytic"):
+    """Joint-space inertia matrix ``H(q)`` by the composite-rigid-body algorithm.
+
+    Args:
+        model: a `Model`.
+        q: configuration `(nq,)`.
+        derivatives: how `jax.jvp`, `jax.grad`, ... differentiate this call:
+            ``"analytic"`` (default), ``dH`` from the analytic RNEA derivatives of
+            ``H e_j = inverse_dynamics(q, 0, e_j)`` without gravity (O(nv^3) per
+            configuration; model leaves by AD); ``"ad"``, automatic differentiation
+            through the CRBA, kept for checking. The value is the same.
+
+    Returns:
+        `H`, `(nv, nv)`, symmetric positive definite [kg m^2 | kg m | kg].
+
+    Example:
+        >>> H = jaxrbd.mass_matrix(model, jnp.zeros(model.nq))
+        >>> H.shape == (model.nv, model.nv)
+        True
+    """
+    if check_derivatives(derivatives) == "analytic":
+        return mass_matrix_rule(model, q)
+    return crba_single(model, q)

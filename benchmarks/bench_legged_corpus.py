@@ -1,0 +1,378 @@
+"""Menagerie's legged robots standing on `jaxrbd.ground`, side by side with MuJoCo's `mj_step`.
+
+Every legged robot of MuJoCo Menagerie that compiles (``MENAGERIE_ROOT``; skipped with a
+reason when unset) stands at its keyframe (the named one, else the first, else ``qpos0``),
+held by the same joint PD torques in jaxrbd and in MuJoCo, for ``--seconds`` at
+``dt = 1 ms``, with the hard (`HardContact()` defaults) and compliant (`CompliantContact()`
+defaults) models.
+
+Scene rules (the same for both simulators):
+
+- **Missing meshes**: this Menagerie snapshot lacks some mesh files. A mesh whose file is
+  missing is deleted with the geoms that use it when those geoms are visual only (no
+  collision, no mass: Menagerie's visual classes have ``density="0"`` and the bodies carry
+  explicit inertials); a robot that loses a collision geom this way is skipped.
+- **Feet**: the robot's collision geoms become points (`ContactPoints.from_mjcf`: spheres,
+  capsule end caps, box corners, cylinder rims; mesh vertices only for the robots in
+  ``MESH_FEET``, whose feet are meshes); the feet are the points
+  whose lowest surface point is within ``--band`` (2 cm) of the lowest one at the pose.
+  The base is then lowered or raised so that the lowest point touches the ground
+  (``z = 0``). In MuJoCo only the geoms these points come from collide, with the floor.
+- **Friction** 1 (MuJoCo: sliding friction 1 on the feet and the floor; its cone type is
+  the model's own). MuJoCo's joint limits, equality constraints, joint damping, friction
+  loss, springs, gravity compensation and actuators are switched off: jaxrbd's step has
+  none of them, and the PD torques go in through ``qfrc_applied``.
+- **PD**: ``tau_i = kp_i (q_ref - q)_i - kd_i qd_i`` on every joint but the free one, with
+  ``kp_i = m_i w^2``, ``kd_i = 2 m_i w``, ``m_i = 1 / (H^-1)_ii`` the joint's apparent
+  inertia (``H`` the mass matrix at the pose, armature included; ``w = 2 pi 20 Hz``).
+- Robots with closed kinematic loops (``connect``/``weld`` equality constraints that
+  carry the legs: Cassie) do not apply (`ground.step` has no loop constraints); neither
+  do robots without a free joint.
+
+Per robot and contact model: the vertical contact force over the weight minus 1 (the
+mean over the last 0.5 s and the worst step of it), the base's horizontal drift (the
+largest over the run, and the largest after the first second, when the PD has settled the
+pose), the largest ``|f_t| / (mu f_n)`` over every step and point, the
+hard solver's largest residual, converged fraction and mean iterations, and whether it
+stands (base height within 5 cm of the start, tilt below 10 degrees, drift below 1 cm).
+MuJoCo: its final base height against jaxrbd's, its total vertical contact force (mean
+over the last 0.5 s), and the time per step (`mj_step` alone, one thread) against
+jaxrbd's (one jitted single-trajectory `ground.rollout`, per step), in the same process.
+
+Writes ``benchmarks/results/legged_corpus.json``. Run:
+``MENAGERIE_ROOT=/path/to/mujoco_menagerie nice python benchmarks/bench_legged_corpus.py``
+(``--robots`` a subset, ``--out`` elsewhere; ``--merge a.json b.json`` joins partial runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import _common as cm  # noqa: E402
+
+import jaxrbd  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+DT = 1e-3
+MU = 1.0
+W = 2 * np.pi * 20.0
+
+#: (label, directory, scene file, keyframe name or None)
+ROBOTS = [
+    ("ANYmal B", "anybotics_anymal_b", "scene.xml", None),
+    ("ANYmal C", "anybotics_anymal_c", "scene.xml", None),
+    ("Go1", "unitree_go1", "scene.xml", None),
+    ("Go2", "unitree_go2", "scene.xml", None),
+    ("A1", "unitree_a1", "scene.xml", None),
+    ("Spot", "boston_dynamics_spot", "scene.xml", None),
+    ("Barkour v0", "google_barkour_v0", "scene.xml", "standing"),
+    ("Barkour vB", "google_barkour_vb", "scene.xml", "home"),
+    ("H1", "unitree_h1", "scene.xml", "home"),
+    ("G1", "unitree_g1", "scene.xml", "stand"),
+    ("Talos", "pal_talos", "scene_motor.xml", None),
+    ("Apollo", "apptronik_apollo", "scene.xml", None),
+    ("OP3", "robotis_op3", "scene.xml", None),
+    ("Cassie", "agility_cassie", "scene.xml", "home"),
+    ("Berkeley humanoid", "berkeley_humanoid", "scene.xml", None),
+    ("Booster T1", "booster_t1", "scene.xml", "home"),
+    ("Fourier N1", "fourier_n1", "scene.xml", None),
+    ("PND Adam Lite", "pndbotics_adam_lite", "scene.xml", None),
+    ("ToddlerBot 2xc", "toddlerbot_2xc", "scene.xml", "home"),
+]
+
+
+#: Robots whose feet are meshes: their mesh vertices become points. Elsewhere meshes are
+#: left out: the vertices of a shin mesh near the ground would add hundreds of points.
+MESH_FEET = {"Barkour v0", "Barkour vB"}
+
+
+class Skip(Exception):
+    """A robot the corpus cannot run, with the reason."""
+
+
+def load_spec(path):
+    """The scene's MjModel, with missing visual-only meshes deleted (see the module doc)."""
+    import mujoco
+
+    spec = mujoco.MjSpec.from_file(path)
+    mdir = os.path.join(os.path.dirname(path), spec.meshdir or "")
+    missing = {me.name for me in spec.meshes if not os.path.exists(os.path.join(mdir, me.file))}
+    for g in list(spec.geoms):
+        if g.type == mujoco.mjtGeom.mjGEOM_MESH and g.meshname in missing:
+            if g.contype or g.conaffinity:
+                raise Skip(f"collision mesh {g.meshname!r} missing from this snapshot")
+            spec.delete(g)
+    for me in list(spec.meshes):
+        if me.name in missing:
+            spec.delete(me)
+    try:
+        return spec.compile(), len(missing)
+    except Exception as e:  # noqa: BLE001 - any compiler error skips the robot
+        raise Skip(f"does not compile: {str(e)[:120]}") from None
+
+
+def scene(root, label, directory, fname, key):
+    import mujoco
+
+    path = os.path.join(root, directory, fname)
+    if not os.path.isfile(path):
+        raise Skip(f"no {directory}/{fname}")
+    m, n_missing = load_spec(path)
+    if m.njnt == 0 or m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE or m.nq - 7 != m.nv - 6:
+        raise Skip("not one free joint followed by hinge/slide joints")
+    loops = [i for i in range(m.neq) if m.eq_type[i] in (mujoco.mjtEq.mjEQ_CONNECT,
+                                                        mujoco.mjtEq.mjEQ_WELD)]
+    if loops:
+        raise Skip(f"{len(loops)} connect/weld equality constraints close kinematic loops; "
+                   "ground.step has no loop constraints")
+    qref = m.qpos0.copy()
+    key_name = "qpos0"
+    if m.nkey:
+        k = 0 if key is None else mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, key)
+        qref = m.key_qpos[k].copy()
+        key_name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_KEY, k) or f"key {k}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = jaxrbd.load_mjcf(m)
+    try:
+        pts = jaxrbd.ground.ContactPoints.from_mjcf(model, m, meshes=label in MESH_FEET)
+    except ValueError as e:
+        raise Skip(str(e)) from None
+    world = np.asarray(jaxrbd.point_position(model, jnp.asarray(qref), list(pts.bodies),
+                                             pts.points))
+    low = world[:, 2] - np.asarray(pts.radius)
+    keep = [n for n, z in zip(pts.names, low) if z <= low.min() + ARGS.band]
+    feet = pts.select(keep)
+    qref[2] -= low.min()
+    gid = {(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"): g
+           for g in range(m.ngeom)}
+    geoms = sorted({gid[n.split("/")[0]] for n in keep})
+    return dict(m=m, model=model, feet=feet, qref=qref, key=key_name, geoms=geoms,
+                missing_meshes=n_missing)
+
+
+def gains(model, qref):
+    H = np.asarray(jaxrbd.mass_matrix(model, jnp.asarray(qref)))
+    # the joint's apparent inertia 1 / (H^-1)_ii, not H_ii: on coupled chains (two-axis
+    # ankles, wrists) H_ii is up to 17x larger and H_ii-scaled gains are unstable at 1 ms
+    h = 1.0 / np.diag(np.linalg.inv(H))[6:]
+    return h * W * W, 2 * h * W
+
+
+def run_jaxrbd(s, contact_model, n):
+    model, feet, qref = s["model"], s["feet"], jnp.asarray(s["qref"])
+    kp, kd = (jnp.asarray(g) for g in gains(model, s["qref"]))
+
+    def policy(t, q, qd):
+        return jnp.zeros(model.nv).at[6:].set(kp * (qref[7:] - q[7:]) - kd * qd[6:])
+
+    ground = jaxrbd.ground.Plane(0.0, friction=MU)
+    f = jax.jit(lambda q0: jaxrbd.ground.rollout(model, q0, jnp.zeros(model.nv), None, DT, feet,
+                                                 ground, contact_model, n_steps=n,
+                                                 policy=policy))
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(f(qref))
+    compile_s = time.perf_counter() - t0
+    best = np.inf
+    for _ in range(1):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(qref))
+        best = min(best, time.perf_counter() - t0)
+    return out, compile_s, best / n
+
+
+def run_mujoco(s, n):
+    import mujoco
+
+    m = s["m"]
+    D = mujoco.mjtDisableBit
+    m.opt.timestep = DT
+    for bit in (D.mjDSBL_LIMIT, D.mjDSBL_EQUALITY, D.mjDSBL_SPRING, D.mjDSBL_DAMPER,
+                D.mjDSBL_FRICTIONLOSS, D.mjDSBL_ACTUATION):
+        m.opt.disableflags |= int(bit)
+    m.body_gravcomp[:] = 0
+    floor = [g for g in range(m.ngeom) if m.geom_bodyid[g] == 0
+             and m.geom_type[g] == mujoco.mjtGeom.mjGEOM_PLANE]
+    if not floor:
+        raise Skip("the scene has no floor plane")
+    m.geom_contype[:] = 0
+    m.geom_conaffinity[:] = 0
+    for g in s["geoms"]:
+        m.geom_contype[g], m.geom_conaffinity[g], m.geom_friction[g, 0] = 1, 0, MU
+    for g in floor:
+        m.geom_contype[g], m.geom_conaffinity[g], m.geom_friction[g, 0] = 0, 1, MU
+        m.geom_pos[g, 2] = 0.0
+    d = mujoco.MjData(m)
+    d.qpos[:] = s["qref"]
+    mujoco.mj_forward(m, d)
+    kp, kd = gains(s["model"], s["qref"])
+    qref = s["qref"][7:]
+    fz, xy, spent = [], [], 0.0
+    f6 = np.zeros(6)
+    for _ in range(n):
+        d.qfrc_applied[6:] = kp * (qref - d.qpos[7:]) - kd * d.qvel[6:]
+        t0 = time.perf_counter()
+        mujoco.mj_step(m, d)
+        spent += time.perf_counter() - t0
+        total = 0.0
+        for i in range(d.ncon):
+            mujoco.mj_contactForce(m, d, i, f6)
+            frame = d.contact[i].frame.reshape(3, 3)
+            w = frame.T @ f6[:3]
+            # MuJoCo's force acts on geom2 from geom1; the floor is geom1 here
+            total += w[2] if d.contact[i].geom[0] in floor else -w[2]
+        fz.append(total)
+        xy.append(d.qpos[:2].copy())
+    return np.array(fz), np.array(xy), d.qpos.copy(), spent / n
+
+
+def tilt_deg(quat):
+    w, x, y, _ = quat
+    # the angle between the base's z axis and the world's
+    cz = 1 - 2 * (x * x + y * y)
+    return float(np.degrees(np.arccos(np.clip(cz / np.linalg.norm(quat) ** 2, -1, 1))))
+
+
+def analyse(s, qs, info, n, weight):
+    tail = max(1, n // 4) if n < 2000 else 500
+    fz = np.asarray(info.total_force[:, 2])
+    f = np.asarray(info.force)
+    mu = MU
+    fn = f[..., 0]
+    ft = np.linalg.norm(f[..., 1:], axis=-1)
+    on = fn > 1e-9 * weight
+    cone = float(np.max(np.where(on, ft / (mu * np.where(on, fn, 1.0)), 0.0)))
+    cone_off = float(np.max(np.where(on, 0.0, ft)))  # tangential force without normal force
+    q = np.asarray(qs)
+    drift = float(np.max(np.linalg.norm(q[:, :2] - q[0, :2], axis=1)))
+    # after the first second the PD has settled the pose: what moves then is slip
+    k1 = min(1000, n // 2)
+    settled = float(np.max(np.linalg.norm(q[k1:, :2] - q[k1, :2], axis=1)))
+    dz = float(q[-1, 2] - q[0, 2])
+    tilt = tilt_deg(q[-1, 3:7])
+    ok = bool(np.all(np.isfinite(q))) and abs(dz) < 0.05 and tilt < 10 and drift < 0.01
+    return dict(
+        force_ratio_mean=float(np.mean(fz[-tail:]) / weight - 1),
+        force_ratio_worst=float(np.max(np.abs(fz[-tail:] / weight - 1))),
+        drift_m=drift, drift_settled_m=settled, height_change_m=dz, tilt_deg=tilt, cone_max=cone,
+        tangential_without_normal_N=cone_off,
+        residual_max=float(np.max(np.asarray(info.residual))),
+        converged_fraction=float(np.mean(np.asarray(info.converged))),
+        iterations_mean=float(np.mean(np.asarray(info.iterations))),
+        final_base_z=float(q[-1, 2]), stands=ok)
+
+
+def one_robot(root, entry, n):
+    label, directory, fname, key = entry
+    s = scene(root, label, directory, fname, key)
+    weight = float(np.sum(s["m"].body_mass[1:])) * abs(float(s["m"].opt.gravity[2]))
+    common = dict(robot=label, key=s["key"], nv=s["model"].nv, points=len(s["feet"]),
+                  foot_geoms=len(s["geoms"]), mass_kg=weight / abs(s["m"].opt.gravity[2]),
+                  missing_meshes=s["missing_meshes"])
+    fz_mj, xy_mj, q_mj, mj_step_s = run_mujoco(s, n)
+    k1 = min(1000, n // 2)
+    tail = 500 if n >= 2000 else max(1, n // 4)
+    rows = []
+    for name, cmodel in (("hard", jaxrbd.ground.HardContact()),
+                         ("compliant", jaxrbd.ground.CompliantContact())):
+        (qs, _, info), compile_s, step_s = run_jaxrbd(s, cmodel, n)
+        row = dict(common, model=name, **analyse(s, qs, info, n, weight))
+        row.update(compile_s=compile_s, s_per_step=step_s, mujoco_s_per_step=mj_step_s,
+                   mujoco_force_ratio_mean=float(np.mean(fz_mj[-tail:]) / weight - 1),
+                   mujoco_final_base_z=float(q_mj[2]),
+                   height_vs_mujoco_m=row["final_base_z"] - float(q_mj[2]),
+                   mujoco_drift_m=float(np.max(np.linalg.norm(xy_mj - s["qref"][:2], axis=1))),
+                   mujoco_drift_settled_m=float(np.max(np.linalg.norm(xy_mj[k1:] - xy_mj[k1],
+                                                                      axis=1))))
+        rows.append(row)
+        print(f"  {label} {name}: stands={row['stands']} F/W-1={row['force_ratio_mean']:.1e} "
+              f"drift={row['drift_m']:.1e} settled={row['drift_settled_m']:.1e} "
+              f"res={row['residual_max']:.1e} "
+              f"conv={row['converged_fraction']:.3f} it={row['iterations_mean']:.1f} "
+              f"{1e6 * step_s:.0f}us/step (MuJoCo {1e6 * mj_step_s:.0f}us) "
+              f"compile {compile_s:.0f}s", flush=True)
+    return rows
+
+
+def report(rows, skipped):
+    e = lambda x: f"{x:.1e}"
+    cm.print_table(rows, [
+        ("robot", "robot", str), ("model", "model", str), ("pts", "points", str),
+        ("F/W-1", "force_ratio_mean", e), ("worst", "force_ratio_worst", e),
+        ("drift m", "drift_m", e), ("after 1 s", "drift_settled_m", e),
+        ("cone", "cone_max", lambda x: f"{x:.6f}"),
+        ("resid", "residual_max", e), ("conv", "converged_fraction", lambda x: f"{x:.3f}"),
+        ("iters", "iterations_mean", lambda x: f"{x:.1f}"), ("stands", "stands", str),
+        ("dz vs MJ m", "height_vs_mujoco_m", e), ("MJ F/W-1", "mujoco_force_ratio_mean", e),
+        ("us/step", "s_per_step", lambda x: f"{1e6 * x:.0f}"),
+        ("MJ us/step", "mujoco_s_per_step", lambda x: f"{1e6 * x:.1f}")])
+    for s in skipped:
+        print(f"skipped {s['robot']}: {s['reason']}")
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--band", type=float, default=0.02, help="foot band above the lowest point [m]")
+    p.add_argument("--robots", nargs="*", help="labels to run (default all)")
+    p.add_argument("--out", default=None)
+    p.add_argument("--merge", nargs="*", help="JSON files of partial runs to merge into --out")
+    ARGS = p.parse_args()
+    if ARGS.merge:
+        parts = [json.loads(open(f).read()) for f in ARGS.merge]
+        rows = [r for part in parts for r in part["rows"]]
+        skipped = [r for part in parts for r in part["skipped"]]
+        meta = dict(parts[0]["metadata"], merged_from=[part["metadata"] for part in parts[1:]])
+        extra = {k: v for k, v in parts[0].items() if k not in ("metadata", "rows", "skipped")}
+        out = ARGS.out or cm.RESULTS / "legged_corpus.json"
+        cm.write_json(out, rows, meta, skipped=skipped, **extra)
+        report(rows, skipped)
+        print("wrote", out)
+        return
+    root = os.environ.get("MENAGERIE_ROOT")
+    if not root:
+        print("skipped: MENAGERIE_ROOT is not set (a MuJoCo Menagerie checkout)")
+        return
+    try:
+        import mujoco  # noqa: F401
+    except ImportError:
+        print("skipped: mujoco is not installed")
+        return
+    n = int(round(ARGS.seconds / DT))
+    meta = cm.machine_metadata()
+    meta["machine"]["note"] = "AMD EPYC, AVX2, 2 cores, shared with other jobs"
+    rows, skipped = [], []
+    out = ARGS.out or cm.RESULTS / "legged_corpus.json"
+    for entry in ROBOTS:
+        if ARGS.robots and entry[0] not in ARGS.robots:
+            continue
+        print(entry[0], flush=True)
+        try:
+            rows += one_robot(root, entry, n)
+        except Skip as e:
+            print(f"  skipped: {e}", flush=True)
+            skipped.append(dict(robot=entry[0], reason=str(e)))
+        cm.write_json(out, rows, meta, skipped=skipped, seconds=ARGS.seconds, dt=DT,
+                      friction=MU, band_m=ARGS.band, pd_hz=W / (2 * np.pi),
+                      pd_gains="1/(H^-1)_ii")
+
+    report(rows, skipped)
+    print("wrote", out)
+
+
+ARGS = None
+
+if __name__ == "__main__":
+    main()

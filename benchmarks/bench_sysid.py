@@ -1,0 +1,219 @@
+"""Identification of two real robots from their logs (`jaxrbd.identification`), the
+issue's targets, and the exact parameter Jacobian against finite differences.
+
+Data (not in the repository; LGPL-3.0 / GPL-3.0): ``--data DIR`` with ``kuka_lwr4/`` and
+``panda_gaz2019/`` as described in ``examples/identification_real_robot.py`` (default:
+``../shared/sysid`` beside the repository). A robot whose folder is absent is skipped
+with the reason printed and recorded.
+
+Rows:
+
+* KUKA LWR4+: relative torque error and NRMS on run 2 of the a priori URDF, of ordinary
+  least squares and of the physically consistent fit (both on run 1; the prior's weight
+  chosen on a split in time of run 1 by the one-standard-error rule and by the minimum);
+  the whole pipeline (load, filter, base parameters, weight selection and consistent
+  fit) timed in a fresh process, compilation included.
+* Franka Panda: the published model (modified DH, Tables VIII/IX, Table I friction) on
+  the logged trajectory, against the independent check's per-joint RMS; then OLS and
+  the consistent fit on t < 14 s, predicting t >= 14 s.
+* Jacobian: the torque residual's Jacobian with respect to all inertial parameters on
+  run 1 (T samples x 7 joints by 100 parameters): exactly, by the regressor
+  (`jaxrbd.identification.stacked_regressor`, which *is* that Jacobian since the torques
+  are linear in the parameters) and by `jax.jacfwd` of batched inverse dynamics, against
+  central finite differences (two batched inverse-dynamics passes per parameter, as a
+  finite-difference toolbox does with one simulation per parameter).
+
+Run from the repository root:
+
+    PYTHONPATH=. python benchmarks/bench_sysid.py [--data DIR]    # results/sysid.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+
+import _common  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "sysid"
+#: README figures of the independent check (../shared/sysid/panda_gaz2019/README.md)
+PANDA_RMS_REFERENCE = [0.457, 0.780, 0.431, 0.520, 0.173, 0.146, 0.073]
+
+_PIPELINE = """
+import time, json, sys, resource
+t0 = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, {examples!r})
+import identification_real_robot as ex
+k = ex.kuka({data!r})
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"pipeline_s": time.perf_counter() - t0, "inner_s": k["pipeline_s"],
+                  "cpu_s": ru.ru_utime + ru.ru_stime}}))
+"""
+
+
+def _rep(r):
+    return {"relative": r.relative, "nrms": r.nrms, "rms": r.rms.tolist()}
+
+
+def kuka_rows(data):
+    import identification_real_robot as ex
+
+    out = {}
+    for rule in ("one_se", "min"):
+        k = ex.kuka(data, rule=rule)
+        sel = k["selection"]
+        out[rule] = {
+            "weight": sel.weight,
+            "weights": sel.weights.tolist(),
+            "validation_error": sel.validation_error.tolist(),
+            "reports": {n: _rep(r) for n, r in k["reports"].items()},
+            "consistent": k["consistent"],
+            "n_base": k["base"].n_base,
+            "n_standard": int(k["base"].E.shape[1]),
+            "base_condition_random_states": k["base"].condition,
+        }
+    # the full pipeline in a fresh process: import, load, filter, base parameters,
+    # weight selection, consistent fit; compilation included
+    code = _PIPELINE.format(examples=str(ROOT / "examples"), data=str(data))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=ROOT, timeout=900)
+    if res.returncode:
+        raise RuntimeError(res.stderr[-2000:])
+    out["pipeline"] = json.loads(res.stdout.strip().splitlines()[-1])
+    out["jacobian"] = jacobian_rows(k["model"], k["runs"][0])
+    return out
+
+
+def jacobian_rows(model, rec):
+    import jax
+    import jax.numpy as jnp
+
+    import jaxrbd
+    from jaxrbd import identification as ident
+
+    q, qd, qdd = (jnp.asarray(x) for x in (rec.q, rec.qd, rec.qdd))
+    pi0 = jaxrbd.inertial_parameters(model).ravel()
+
+    def torques(pi):
+        m = jaxrbd.with_inertial_parameters(model, pi)
+        return jax.vmap(jaxrbd.inverse_dynamics, (None, 0, 0, 0))(m, q, qd, qdd).ravel()
+
+    fm = ident.FrictionModel(armature=False, viscous=False, coulomb=False, offset=False)
+    rows = {}
+
+    def timed(name, f, *args):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(f(*args))
+        first = time.perf_counter() - t0
+        best = np.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(*args))
+            best = min(best, time.perf_counter() - t0)
+        rows[name] = {"first_call_s": first, "best_s": best}
+        return out
+
+    J_reg = timed("regressor (exact)", lambda: jnp.asarray(
+        ident.stacked_regressor(model, fm, rec.q, rec.qd, rec.qdd)))
+    J_ad = timed("jax.jacfwd of batched RNEA (exact)", jax.jit(jax.jacfwd(torques)), pi0)
+
+    @jax.jit
+    def fd(pi):
+        h = 1e-6 * jnp.maximum(jnp.abs(pi), 1.0)
+        E = jnp.eye(pi.size, dtype=pi.dtype) * h[:, None]
+        cols = jax.lax.map(lambda e: torques(pi + e) - torques(pi - e), E)
+        return (cols / (2 * h[:, None])).T
+
+    J_fd = timed("central finite differences (2 RNEA passes per parameter)", fd, pi0)
+    ref = np.asarray(J_reg)
+    scale = np.abs(ref).max()
+    rows["max_abs_diff_jacfwd_vs_regressor"] = float(np.abs(np.asarray(J_ad) - ref).max() / scale)
+    rows["max_abs_diff_fd_vs_regressor"] = float(np.abs(np.asarray(J_fd) - ref).max() / scale)
+    rows["shape"] = list(ref.shape)
+    return rows
+
+
+def panda_rows(data):
+    import identification_real_robot as ex
+
+    out = {}
+    for rule in ("one_se", "min"):
+        p = ex.panda(data, rule=rule)
+        out[rule] = {"weight": p["selection"].weight,
+                     "validation_error": p["selection"].validation_error.tolist(),
+                     "reports": {n: _rep(r) for n, r in p["reports"].items()}}
+    rms = np.asarray(out["one_se"]["reports"]["published, raw torque, whole log"]["rms"])
+    out["published_rms_minus_reference"] = (rms - PANDA_RMS_REFERENCE).tolist()
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--out", default=str(_common.RESULTS / "sysid.json"))
+    args = parser.parse_args(argv)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    data = pathlib.Path(args.data)
+    meta = _common.machine_metadata()
+    result, skipped = {}, {}
+    kdir, pdir = data / "kuka_lwr4", data / "panda_gaz2019"
+    if (kdir / "measurements_1.npz").exists():
+        result["kuka"] = kuka_rows(kdir)
+    else:
+        skipped["kuka"] = f"no {kdir}/measurements_1.npz (the FloBaRoID KUKA data)"
+    if (pdir / "exciting_traj_torques.txt").exists():
+        result["panda"] = panda_rows(pdir)
+    else:
+        skipped["panda"] = f"no {pdir}/exciting_traj_torques.txt (Gaz et al. 2019 data)"
+    for name, why in skipped.items():
+        print(f"skipped {name}: {why}")
+    if "kuka" in result:
+        k = result["kuka"]
+        print(f"\nKUKA LWR4+ (CPU: {meta['machine']['cpu']}, load at start "
+              f"{meta['machine']['load_avg_1min_at_start']})")
+        print(f"{'estimator, evaluated on run 2':<44} {'rule':<7} {'weight':>8} {'rel %':>7} "
+              f"{'NRMS %':>8}")
+        for rule in ("one_se", "min"):
+            for name, r in k[rule]["reports"].items():
+                print(f"{name:<44} {rule:<7} {k[rule]['weight']:8.0e} {100 * r['relative']:7.2f} "
+                      f"{100 * r['nrms']:8.3f}")
+        print(f"pipeline in a fresh process, compilation included: "
+              f"{k['pipeline']['pipeline_s']:.1f} s wall, {k['pipeline']['cpu_s']:.1f} s CPU "
+              f"(target 15 s on 2 cores)")
+        for name, r in k["jacobian"].items():
+            if isinstance(r, dict):
+                print(f"  Jacobian {name:<60} first {r['first_call_s']:7.3f} s  "
+                      f"best {r['best_s']:7.4f} s")
+        print(f"  rel. max diff: jacfwd {k['jacobian']['max_abs_diff_jacfwd_vs_regressor']:.1e}, "
+              f"FD {k['jacobian']['max_abs_diff_fd_vs_regressor']:.1e}")
+    if "panda" in result:
+        p = result["panda"]
+        print("\nFranka Panda")
+        for rule in ("one_se", "min"):
+            for name, r in p[rule]["reports"].items():
+                print(f"{name:<44} {rule:<7} rel {100 * r['relative']:6.2f} %  RMS "
+                      f"{np.round(r['rms'], 3).tolist()}")
+        print("published RMS minus the independent check's: "
+              f"{np.round(p['published_rms_minus_reference'], 4).tolist()}")
+    _common.write_json(args.out, [], meta, results=result, skipped=skipped)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

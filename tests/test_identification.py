@@ -1,0 +1,296 @@
+"""jaxrbd.identification on synthetic recordings from a model with known parameters."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxrbd
+from jaxrbd import identification as ident
+
+NV = 3
+FM = ident.FrictionModel(armature=True, viscous=True, coulomb=True, offset=True,
+                         coulomb_width=0.02)
+
+
+def _build():
+    """A 3-DoF spatial arm (modified DH, non-parallel axes) with limits and friction."""
+    bodies = [
+        jaxrbd.Body(2.0, (0.02, 0.01, 0.1), np.diag([0.02, 0.025, 0.01])),
+        jaxrbd.Body(1.5, (0.2, 0.02, -0.01), np.diag([0.004, 0.03, 0.03])),
+        jaxrbd.Body(0.8, (0.1, -0.01, 0.02), np.diag([0.002, 0.01, 0.011])),
+    ]
+    links = np.array([[0.0, 0.0, 0.3, 0.0], [0.05, -np.pi / 2, 0.0, 0.0],
+                      [0.4, 0.0, 0.05, 0.0]])
+    m = jaxrbd.dh_model(links, "modified", bodies=bodies)
+    m = eqx.tree_at(lambda m: (m.q_lower, m.q_upper, m.armature, m.damping, m.friction), m,
+                    (jnp.full(NV, -2.5), jnp.full(NV, 2.5), jnp.array([0.05, 0.03, 0.01]),
+                     jnp.array([0.5, 0.3, 0.2]), jnp.array([0.8, 0.6, 0.3])))
+    return m
+
+
+@pytest.fixture(scope="module")
+def arm():
+    return _build()
+
+
+def _trajectory(seed, n=800, duration=20.0):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(NV, 4)) * 0.35
+    b = rng.normal(size=(NV, 4)) * 0.35
+    t = np.linspace(0.0, duration, n)
+    q, qd, qdd = ident.fourier_trajectory(a, b, np.zeros(NV), 2 * np.pi / 10.0, t)
+    return t, np.asarray(q), np.asarray(qd), np.asarray(qdd)
+
+
+@pytest.fixture(scope="module")
+def data(arm):
+    """Training/validation trajectories, their regressors and true torques."""
+    p_true = np.array(ident.standard_parameters(arm, FM))
+    p_true[-NV:] = [0.2, -0.1, 0.05]  # offsets
+    out = {"p_true": p_true}
+    for name, seed in (("train", 0), ("val", 1)):
+        t, q, qd, qdd = _trajectory(seed)
+        Y = ident.stacked_regressor(arm, FM, q, qd, qdd)
+        out[name] = (t, q, qd, qdd, Y, Y @ p_true)
+    return out
+
+
+@pytest.fixture(scope="module")
+def base(arm):
+    return ident.base_parameters(arm, FM, n_samples=300)
+
+
+# ---------------------------------------------------------------------- recordings
+
+
+def test_recording_errors(arm):
+    t = np.linspace(0.0, 1.0, 11)
+    q = np.zeros((11, NV))
+    with pytest.raises(ValueError, match="tau has 10 samples but t has 11"):
+        ident.Recording.from_arrays(t, q, tau=np.zeros((10, NV)))
+    bad = q.copy()
+    bad[4, 1] = np.nan
+    with pytest.raises(ValueError, match=r"q has NaN or infinite values in 1 samples .*index 4"):
+        ident.Recording.from_arrays(t, bad)
+    t2 = t.copy()
+    t2[5] = t2[4]
+    with pytest.raises(ValueError, match=r"t is not strictly increasing: t\[4\]"):
+        ident.Recording.from_arrays(t2, q)
+    with pytest.raises(ValueError, match=r"qd has shape \(11, 2\), expected \(T, 3\)"):
+        ident.Recording.from_arrays(t, q, qd=np.zeros((11, 2)))
+    rec = ident.Recording.from_arrays(t, q, joint_names=["joint1", "elbow", "joint3"])
+    with pytest.raises(ValueError, match=r"joints \['elbow'\] are not in the model"):
+        rec.for_model(arm)
+    with pytest.raises(ValueError, match="3 joint_names for 2 columns"):
+        ident.Recording.from_arrays(t, q[:, :2], joint_names=["a", "b", "c"])
+    with pytest.raises(ValueError, match="not uniformly sampled"):
+        ident.Recording.from_arrays(np.r_[0.0, 0.1, 0.3, 0.4], np.zeros((4, 1))).lowpass(1.0)
+
+
+def test_recording_reorders_by_joint_name(arm):
+    t = np.linspace(0.0, 1.0, 5)
+    q = np.arange(15.0).reshape(5, 3)
+    rec = ident.Recording.from_arrays(t, q, tau=-q, joint_names=["joint3", "joint1", "joint2"])
+    r = rec.for_model(arm)
+    assert r.joint_names == arm.joint_names
+    np.testing.assert_array_equal(r.q, q[:, [1, 2, 0]])
+    np.testing.assert_array_equal(r.tau, -q[:, [1, 2, 0]])
+
+
+def test_filter_matches_filtfilt_and_derivatives():
+    signal = pytest.importorskip("scipy.signal")
+    rng = np.random.default_rng(0)
+    fs = 200.0
+    t = np.arange(3000) / fs
+    x = np.stack([np.sin(1.3 * t), np.cos(0.4 * t) + 0.2 * t], 1) + 0.01 * rng.normal(size=(3000, 2))
+    y = ident.butterworth_filtfilt(x, 10.0, fs, 4)
+    b, a = signal.butter(4, 10.0 / (fs / 2))
+    ref = signal.filtfilt(b, a, x, axis=0)
+    np.testing.assert_allclose(y[200:-200], ref[200:-200], atol=1e-9)
+    # resample (irregular -> uniform), filter, differentiate: a known sine
+    tt = np.sort(rng.uniform(0.0, 10.0, 4000))
+    tt[0], tt[-1] = 0.0, 10.0
+    rec = ident.Recording.from_arrays(tt, np.sin(2.0 * tt)[:, None])
+    r = rec.prepared(5.0, rate=200.0)
+    assert r.is_uniform() and abs(r.rate - 200.0) < 1e-6
+    np.testing.assert_allclose(r.qd[50:-50, 0], 2 * np.cos(2 * r.t[50:-50]), atol=2e-3)
+    np.testing.assert_allclose(r.qdd[50:-50, 0], -4 * np.sin(2 * r.t[50:-50]), atol=2e-2)
+
+
+def test_recording_io_split_trim(tmp_path, arm):
+    t = np.linspace(0.0, 2.0, 21)
+    q = np.stack([np.sin(t), np.cos(t), t], 1)
+    path = tmp_path / "log.csv"
+    header = "time," + ",".join(f"q_{j}" for j in arm.joint_names) + "," + ",".join(
+        f"effort_{j}" for j in arm.joint_names)
+    np.savetxt(path, np.concatenate([t[:, None], q, 2 * q], 1), delimiter=",", header=header,
+               comments="")
+    rec = ident.Recording.from_csv(path, time="time", joint_names=arm.joint_names,
+                                   columns={"tau": "effort"})
+    np.testing.assert_allclose(rec.tau, 2 * q)
+    np.savez(tmp_path / "log.npz", times=t, positions=q, torques=2 * q)
+    rec2 = ident.Recording.from_npz(tmp_path / "log.npz")
+    np.testing.assert_allclose(rec2.q, q)
+    a, b = rec2.split(1.0)
+    assert a.n_samples + b.n_samples == 21 and b.t[0] == pytest.approx(1.0)
+    assert rec2.trim(2, 3).n_samples == 16
+    stacked = ident.concatenate_recordings([a, b])
+    np.testing.assert_allclose(stacked["q"], q)
+    with pytest.raises(ValueError, match="no current"):
+        rec2.with_drive_gains(2.0)
+    cur = ident.Recording.from_arrays(t, q, current=q).with_drive_gains([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(cur.tau, q * [1.0, 2.0, 3.0])
+
+
+# ---------------------------------------------------------------------- joint models
+
+
+def test_regressor_reproduces_dynamics_and_friction(arm, data):
+    t, q, qd, qdd, Y, tau = data["train"]
+    k = 123
+    p = data["p_true"]
+    tau_rb = jax.jit(jaxrbd.inverse_dynamics)(arm, q[k], qd[k], qdd[k])  # with the armature
+    fr = (arm.damping * qd[k] + arm.friction * jnp.tanh(qd[k] / FM.coulomb_width)
+          + p[-NV:])
+    np.testing.assert_allclose(tau[k * NV:(k + 1) * NV], tau_rb + fr, rtol=1e-10, atol=1e-10)
+    names = FM.column_names(arm)
+    assert len(names) == Y.shape[1] and names[-1] == "joint3.offset"
+
+
+def test_nonlinear_friction_fit():
+    v = jnp.linspace(-1.5, 1.5, 61)
+    true = jnp.array([0.55, 5.1, 0.04])
+    meas = ident.sigmoid_friction(v, *true)
+    x, cost, it = jax.jit(lambda x0: ident.fit_residual(
+        lambda x: ident.sigmoid_friction(v, *x) - meas, x0))(jnp.array([0.3, 3.0, 0.0]))
+    np.testing.assert_allclose(x, true, rtol=1e-7)
+    st = jnp.array([0.4, 0.7, 0.05, 0.1])
+    meas = ident.stribeck_friction(v, *st)
+    x, _, _ = jax.jit(lambda x0: ident.fit_residual(
+        lambda x: ident.stribeck_friction(v, *x) - meas, x0))(jnp.array([0.3, 0.5, 0.1, 0.0]))
+    np.testing.assert_allclose(x, st, rtol=1e-6)
+    # exact gradients with respect to the parameters (no finite differences)
+    g = jax.grad(lambda p: jnp.sum(ident.sigmoid_friction(v, *p) ** 2))(true)
+    assert np.all(np.isfinite(g)) and np.any(g != 0)
+
+
+def test_payload(arm):
+    pay = jaxrbd.Body(0.5, (0.05, 0.0, 0.0), np.eye(3) * 1e-3)
+    heavy = ident.add_payload(arm, "link3", pay)
+    q, qd = jnp.array([0.1, 0.5, -0.3]), jnp.array([0.2, -0.1, 0.3])
+    Y = jax.jit(jaxrbd.inverse_dynamics_regressor)(arm, q, qd, qd)
+    b = arm.body_id("link3")
+    rnea = jax.jit(jaxrbd.inverse_dynamics)
+    d = rnea(heavy, q, qd, qd) - rnea(arm, q, qd, qd)
+    np.testing.assert_allclose(d, Y[:, 10 * b:10 * b + 10] @ ident.payload_parameters(pay),
+                               atol=1e-12)
+
+
+# ---------------------------------------------------------------------- base parameters
+
+
+def test_base_parameters(arm, base, data):
+    _, _, _, _, Y, _ = data["train"]
+    assert base.n_base == np.linalg.matrix_rank(Y)
+    p = np.random.default_rng(3).normal(size=Y.shape[1])
+    np.testing.assert_allclose(Y @ p, base.columns(Y) @ base.to_base(p), rtol=1e-9, atol=1e-9)
+    p2 = base.from_base(base.to_base(p))
+    np.testing.assert_allclose(base.to_base(p2), base.to_base(p), atol=1e-10)
+    assert base.condition > 1 and len(base.names) == base.n_base
+    # the world's columns and the first link's inert ones are never independent
+    assert all(i >= 10 for i in base.independent)
+    R, perm, rank = ident.pivoted_qr(Y)
+    assert rank == base.n_base
+    assert np.all(np.abs(np.diff(np.abs(np.diag(R))[:rank])) >= -1e-9 * abs(R[0, 0]))
+
+
+def test_least_squares_noiseless_and_noisy(arm, base, data):
+    _, _, _, _, Y, tau = data["train"]
+    pb_true = base.to_base(data["p_true"])
+    ols = ident.least_squares(Y, tau, base, nv=NV)
+    np.testing.assert_allclose(ols.base, pb_true, rtol=1e-8, atol=1e-8)
+    # noise: estimates within 3 standard deviations for >= 95 % of parameters over seeds
+    inside, total = 0, 0
+    sigma = np.array([0.05, 0.03, 0.01])
+    for seed in range(6):
+        noise = np.random.default_rng(10 + seed).normal(size=tau.shape).reshape(-1, NV) * sigma
+        res = ident.weighted_least_squares(Y, tau + noise.ravel(), base, nv=NV)
+        z = np.abs(res.base - pb_true) / res.std
+        inside += int(np.sum(z <= 3.0))
+        total += z.size
+        np.testing.assert_allclose(res.joint_sigma, sigma, rtol=0.15)
+    assert inside / total >= 0.95, inside / total
+
+
+def test_least_squares_errors(base, data):
+    _, _, _, _, Y, tau = data["train"]
+    with pytest.raises(ValueError, match="Y has shape"):
+        ident.least_squares(Y, tau[:-3], base, nv=NV)
+    with pytest.raises(ValueError, match="rank deficient"):
+        ident.least_squares(Y[:NV], tau[:NV], base, nv=NV)
+
+
+# ---------------------------------------------------------------------- consistent fit
+
+
+def test_consistent_fit_recovers_torques_and_is_consistent(arm, data):
+    _, _, _, _, Y, tau = data["train"]
+    _, _, _, _, Yv, tauv = data["val"]
+    # a prior 30 % off in every inertial parameter, friction unknown (zeros)
+    prior = eqx.tree_at(lambda m: (m.inertia, m.armature, m.damping, m.friction), arm,
+                        (arm.inertia * 1.3, jnp.zeros(NV), jnp.zeros(NV), jnp.zeros(NV)))
+    noise = np.random.default_rng(5).normal(size=tau.shape) * 0.02
+    fit = ident.consistent_fit(prior, Y, tau + noise, FM, prior_weight=1e-2)
+    err = np.linalg.norm(Yv @ np.asarray(fit.params) - tauv) / np.linalg.norm(tauv)
+    assert err < 5e-3, err
+    assert bool(jnp.all(jaxrbd.is_physically_consistent(fit.model.inertia[np.array(fit.bodies)])))
+    strong = ident.consistent_fit(prior, Y, tau + noise, FM, prior_weight=1e12)
+    np.testing.assert_allclose(strong.model.inertia, prior.inertia, rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(fit.model.damping, arm.damping, rtol=0.05)
+    with pytest.raises(ValueError, match="prior_weight must be > 0"):
+        ident.consistent_fit(prior, Y, tau, FM, prior_weight=0.0)
+    with pytest.raises(ValueError, match="columns, expected"):
+        ident.consistent_fit(prior, Y[:, :-1], tau, FM)
+
+
+def test_select_prior_weight(arm, data):
+    _, _, _, _, Y, tau = data["train"]
+    _, _, _, _, Yv, tauv = data["val"]
+    prior = eqx.tree_at(lambda m: m.inertia, arm, arm.inertia * 1.3)
+    rng = np.random.default_rng(7)
+    sel = ident.select_prior_weight(prior, Y, tau + 0.02 * rng.normal(size=tau.shape), Yv,
+                                    tauv + 0.02 * rng.normal(size=tauv.shape), FM,
+                                    weights=[1e4, 1e2, 1.0, 1e-2])
+    # informative data: the validation error falls as the wrong prior's weight falls
+    assert sel.validation_error[0] > sel.validation_error[-1]
+    assert sel.weight < 1e4
+    assert sel.fit.prior_weight == sel.weight
+    with pytest.raises(ValueError, match="rule must be"):
+        ident.select_prior_weight(prior, Y, tau, Yv, tauv, FM, rule="best")
+
+
+# ---------------------------------------------------------------------- reports, excitation
+
+
+def test_torque_report():
+    tau = np.array([[1.0, 2.0], [3.0, -4.0]])
+    rep = ident.torque_report(tau, tau + [[0.1, 0.0], [-0.1, 0.2]], effort_limit=[10.0, 20.0])
+    np.testing.assert_allclose(rep.rms, [0.1, np.sqrt(0.02)])
+    assert rep.nrms == pytest.approx(np.mean([0.1 / 20, np.sqrt(0.02) / 40]))
+    assert rep.relative == pytest.approx(np.sqrt(0.06) / np.sqrt(30.0))
+    assert "NRMS" in rep.table(["a", "b"])
+    with pytest.raises(ValueError, match="expected equal"):
+        ident.torque_report(tau, tau[:1])
+
+
+def test_optimize_excitation_improves_conditioning(arm):
+    fm = ident.FrictionModel(armature=False, coulomb=False, offset=False)
+    base = ident.base_parameters(arm, fm, n_samples=100)
+    res = ident.optimize_excitation(arm, base, harmonics=3, n_samples=60, steps=60,
+                                    learning_rate=0.03, qd_max=2.0, qdd_max=8.0)
+    assert res.condition < 0.7 * res.initial_condition, (res.condition, res.initial_condition)
+    assert res.feasible
