@@ -309,3 +309,108 @@ def write_json(path: str | os.PathLike, rows: Sequence[dict[str, Any]],
     payload = {"metadata": metadata, "rows": list(rows), **extra}
     tmp.write_text(json.dumps(_jsonable(payload), indent=1) + "\n")
     tmp.replace(path)
+
+
+# --------------------------------------------------------------------------- kernels
+
+#: HLO instructions that launch no kernel of their own on XLA:CPU (buffer aliases,
+#: tuples, constants, parameters).
+_FREE_OPS = frozenset({
+    "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
+    "opt-barrier", "add-dependency", "domain",
+})
+
+
+def _hlo_computations(text: str) -> tuple[dict[str, list[tuple[str, str]]], str | None]:
+    """``{computation name: [(opcode, instruction line), ...]}`` and the entry's name."""
+    comps: dict[str, list[tuple[str, str]]] = {}
+    entry, current = None, None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if current is None:
+            if stripped.endswith("{") and "(" in stripped and not stripped.startswith("HloModule"):
+                head = stripped.split("(", 1)[0].split()
+                if head:
+                    name = head[-1].lstrip("%")
+                    if head[0] == "ENTRY":
+                        entry = name
+                    current = comps.setdefault(name, [])
+            continue
+        if stripped == "}":
+            current = None
+            continue
+        if " = " not in stripped:
+            continue
+        rest = stripped.split(" = ", 1)[1]
+        if rest.startswith("("):  # a tuple type: skip its balanced parentheses
+            depth = 0
+            for k, ch in enumerate(rest):
+                depth += ch == "("
+                depth -= ch == ")"
+                if depth == 0:
+                    rest = rest[k + 1:]
+                    break
+        else:
+            rest = rest.split(" ", 1)[1] if " " in rest else rest
+        opcode = rest.strip().split("(", 1)[0].strip()
+        current.append((opcode, stripped))
+    return comps, entry
+
+
+def _called(line: str, key: str) -> list[str]:
+    """Names of the computations an instruction calls through ``key=`` (``body=``, ...)."""
+    out = []
+    for part in line.split(key + "=")[1:]:
+        part = part.lstrip("{")
+        for name in part.split("}", 1)[0].split(","):
+            name = name.strip().split(" ", 1)[0].strip().lstrip("%")
+            if name:
+                out.append(name)
+            if not part.startswith(name) or "}" not in part:
+                break
+    return out
+
+
+def count_kernels(compiled_text: str) -> int:
+    """Kernels one call of a compiled XLA:CPU program executes, from its HLO text
+    (``jax.jit(f).lower(*args).compile().as_text()``).
+
+    Every instruction of the entry computation that is not an alias, tuple, constant or
+    parameter counts as one kernel (a fusion, a custom call such as a LAPACK routine, a
+    copy, a dynamic-update-slice, ...); a ``while`` counts its condition and body once
+    per iteration (XLA's ``known_trip_count``; 1 when unknown), a ``call`` its callee,
+    a ``conditional`` its largest branch. This is the per-call work that XLA:CPU's
+    runtime schedules one thunk at a time, whose fixed cost dominates a small program.
+    """
+    import re
+
+    comps, entry = _hlo_computations(compiled_text)
+    memo: dict[str, int] = {}
+
+    def count(name: str) -> int:
+        if name in memo:
+            return memo[name]
+        memo[name] = 0  # recursion guard
+        total = 0
+        for opcode, line in comps.get(name, []):
+            if opcode in _FREE_OPS:
+                continue
+            if opcode == "while":
+                m = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', line)
+                trips = int(m.group(1)) if m else 1
+                inner = sum(count(c) for c in _called(line, "body") + _called(line, "condition"))
+                total += 1 + trips * inner
+            elif opcode == "call":
+                total += sum(count(c) for c in _called(line, "to_apply"))
+            elif opcode == "conditional":
+                branches = _called(line, "branch_computations") or (
+                    _called(line, "true_computation") + _called(line, "false_computation"))
+                total += 1 + max((count(c) for c in branches), default=0)
+            else:
+                total += 1
+        memo[name] = total
+        return total
+
+    if entry is None:
+        raise ValueError("count_kernels: no ENTRY computation in the HLO text")
+    return count(entry)

@@ -26,6 +26,7 @@ from ._core.packing import pack, unpack
 from ._core.passes import velocities
 from ._core.rows import node_rows, place_rows
 from ._core.schedule import add, put, scan_schedule, take
+from ._dense_dynamics import fd_dense, minv_times_dense, use_cholesky
 
 __all__ = ["aba_batched", "aba_single", "minv_times_batched", "node_armature", "project", "velocity_pass"]
 
@@ -189,6 +190,8 @@ def velocity_pass(model, q, qd, f_ext=None):
 def aba_batched(model, q, qd, tau, f_ext=None):
     """ABA on the batch-trailing layout: ``q (nq, B)``, ``qd, tau (nv, B)`` -> ``qdd (nv, B)``."""
     B = q.shape[-1]
+    if use_cholesky(sched(model, B, batch_width=ABA_WIDTH), q.dtype):  # H qdd = tau - C
+        return fd_dense(model, q, qd, tau, f_ext)
     s, E, r, S, Ic, c, pA = velocity_pass(model, q, qd, f_ext)
     tau_n = node_rows(tau)
     k = root_chain(model, s, B)
@@ -209,6 +212,8 @@ def minv_times_batched(model, q, tau):
     """``H(q)^-1 tau`` on the batch-trailing layout; ``tau (nv, K)`` broadcasts against ``q (nq, B)``."""
     B = max(q.shape[-1], tau.shape[-1])
     s = sched(model, B, batch_width=ABA_WIDTH)
+    if use_cholesky(s, q.dtype) and q.shape[-1] == 1:  # one state: a Cholesky solve
+        return minv_times_dense(model, q, jnp.broadcast_to(tau, (tau.shape[0], B)))
     E, r, S = Xup_and_S(model, q)
     Ic = node_inertias(model)
     k = root_chain(model, s, B)

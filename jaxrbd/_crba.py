@@ -26,10 +26,8 @@ from ._core.topology import topology
 __all__ = ["crba_batched", "crba_single"]
 
 
-def _entries(model, q):
-    """The entries ``S_i . IC_j S_j`` of ``H`` for the pairs of `Topology.mass_matrix_pairs`,
-    without armature: ``q (nq, B)`` -> ``(B, npairs)``."""
-    s = sched(model, q.shape[-1])
+def _columns(model, q, s):
+    """``S_j`` and ``IC_j S_j`` of every DoF in one frame, ``(nv, 6, B)`` each."""
     E, r, S = Xup_and_S(model, q)
     if model.node_parent.count(0) == 1:
         # one root: node 1's own frame is the common one (its Xup set to identity), so
@@ -41,9 +39,25 @@ def _entries(model, q):
     E0, r0 = E0[1:], r0[1:] - r0[1:2]  # several roots: world axes, node 1's origin
     S0 = al.Xinv_motion(E0, r0, S[1:])  # (nv, 6, B)
     IC = subtree_sums(al.XT_compact_X(E0, r0, node_inertias(model)[1:]), s)
-    F = al.inertia_mul(IC, S0)
+    return S0, al.inertia_mul(IC, S0)
+
+
+def _entries(model, q):
+    """The entries ``S_i . IC_j S_j`` of ``H`` for the pairs of `Topology.mass_matrix_pairs`,
+    without armature: ``q (nq, B)`` -> ``(B, npairs)``."""
+    S0, F = _columns(model, q, sched(model, q.shape[-1]))
     i, j, _ = topology(model).mass_matrix_pairs
     return jnp.moveaxis(al.dot(S0[i], F[j]), -1, 0)
+
+
+def _dense(model, q, s):
+    """One state's ``H (1, nv, nv)`` without armature: every product ``S_i . IC_j S_j``
+    (a few thousand flops), then the entry of each pair chosen by the ancestor masks:
+    no gather, whose transpose under `jax.grad` would be a scatter loop."""
+    S0, F = _columns(model, q, s)
+    Hs = jnp.einsum("ick,jck->kij", F, S0)  # IC_i S_i . S_j: H_ij for j above i
+    t = topology(model)
+    return jnp.where(t.sub_v, Hs, jnp.where(t.anc_v, jnp.swapaxes(Hs, 1, 2), 0.0))
 
 
 def crba_batched(model, q):
@@ -56,6 +70,9 @@ def crba_batched(model, q):
     nv = model.nv
     if nv == 0:
         return jnp.zeros((q.shape[-1], 0, 0), q.dtype)
+    s = sched(model, q.shape[-1])
+    if s.dense:  # one state
+        return _dense(model, q, s) + jnp.diag(model.armature)[None]
     vals = blocked(lambda qb: _entries(model, qb), (q,), batch_first=True)
     _, _, table = topology(model).mass_matrix_pairs
     src = jnp.concatenate([vals, jnp.zeros_like(vals[:, :1])], axis=1)  # last column: 0

@@ -45,6 +45,7 @@ from ._core import algebra as al
 from ._core.backend import CHUNK
 from ._core.checks import check_f_ext, check_state
 from ._core.jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias
+from ._core.linalg import cho_solve
 from ._core.native_vmap import blocked, default_chunk, native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, pad, pad_inertia, pad_S, sched
 from ._core.packing import pack, unpack
@@ -52,6 +53,7 @@ from ._core.passes import subtree_sums, velocities_accelerations
 from ._core.rows import node_rows, place_rows, sum_rows
 from ._core.schedule import add, forward_scan, put, scan_schedule, take
 from ._core.topology import Topology, topology
+from ._dense_dynamics import inverse_factor, use_cholesky
 from ._parameters import regressor_from_motion
 
 __all__ = [
@@ -409,16 +411,23 @@ def _fd_core(model, q, qd, tau, f_ext):
     nt = _prepare(model, q, qd, zero, f_ext)
     y, z = _node_vectors(nt)
     s = sched(model, B)
-    S0 = _node_S(nt["S"], s)
-    Dk, u = _factor(nt["Iw"], S0, pad(node_armature(model, B), s), s)
-    W = _lower_inverse(u, S0, s, t)
     F0 = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
-    qdd = _solve(Dk, W, tau - al.dot(nt["S"], F0), t)
+    if use_cholesky(s, q.dtype):  # one state: H from the node vectors, one Cholesky
+        Hs = _pairs(_bf(y), _bf(nt["S"]))[0]  # y_i . S_j
+        H = jnp.where(t.sub_v, Hs, jnp.where(t.anc_v, Hs.T, 0.0)) + jnp.diag(model.armature)
+        L, Wt = inverse_factor(H)
+        qdd = cho_solve(L, tau - al.dot(nt["S"], F0))
+        factors = (Wt[None], jnp.ones((1, model.nv), q.dtype))  # H^-1 = Wt Wt^T
+    else:
+        S0 = _node_S(nt["S"], s)
+        Dk, u = _factor(nt["Iw"], S0, pad(node_armature(model, B), s), s)
+        W = _lower_inverse(u, S0, s, t)
+        qdd = _solve(Dk, W, tau - al.dot(nt["S"], F0), t)
+        factors = (_dense_lower(W, t), _bf(1.0 / Dk))
     # the accelerations qdd adds (world frame, no velocity terms) and the forces they need
     alpha = _path_sum(nt["S"] * qdd[:, None, :], t)
     nt["aw"] = nt["aw"] + node_rows(alpha)
     nt["G"] = nt["G"] + subtree_sums(al.inertia_mul(nt["Iw"], alpha), s)
-    factors = (_dense_lower(W, t), _bf(1.0 / Dk))
     return nt, y, z, qdd, factors
 
 

@@ -122,8 +122,9 @@ class Model(eqx.Module):
             raise ValueError("Model: node table does not match nv")
         if any(p >= i for i, p in enumerate(self.body_parent) if i > 0):
             raise ValueError("Model: bodies are not in topological order")
-        if self.traversal not in ("auto", "level", "body"):
-            raise ValueError(f"traversal {self.traversal!r}, expected 'auto', 'level' or 'body'")
+        if self.traversal not in ("auto", "level", "body", "dense"):
+            raise ValueError(
+                f"traversal {self.traversal!r}, expected 'auto', 'level', 'body' or 'dense'")
 
     # ---- sizes and lookup ----
     @property

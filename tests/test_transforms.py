@@ -303,7 +303,7 @@ def _count_eqns(jaxpr) -> int:
         ("mass_matrix", lambda m, q, z: jaxrbd.mass_matrix(m, q)),
     ],
 )
-@pytest.mark.parametrize("traversal", ["level", "body"])
+@pytest.mark.parametrize("traversal", ["level", "body", "auto", "dense"])
 def test_trace_size_does_not_grow_with_bodies(name, call, traversal):
     """Recursions are scans: the trace of a 50-link chain is as long as a 5-link one."""
     counts = {}

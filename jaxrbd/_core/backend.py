@@ -13,9 +13,10 @@ context manager or the ``jax_default_device`` option), else JAX's default backen
   accelerator every iteration of the loop over blocks costs kernel launches, so the
   whole batch is one block.
 * **Traversal** (`traversal`). ``Model.traversal == "auto"`` steps one tree node at a
-  time on a CPU batch (in-place row updates), and level by level for one state and on
-  accelerators, where a level's nodes for the whole batch run in the same kernels and
-  each sequential step costs launches.
+  time on a CPU batch (in-place row updates), and level by level on accelerators, where
+  a level's nodes for the whole batch run in the same kernels and each sequential step
+  costs launches. ``Model.with_traversal("dense")`` makes one state's calls products over
+  the ancestor mask (`jaxrbd._core.dense`): far fewer kernels, opt-in for now.
 * **Compiler options** (`compiler_options`). On a CPU, `jaxrbd.jit` compiles with
   `CPU_COMPILER_OPTIONS`, plus `AVX512_COMPILER_OPTIONS` on hosts with AVX-512: XLA:CPU's
   newer fusion emitters split the body of jaxrbd's tree scans into more, smaller
@@ -126,10 +127,19 @@ def contact_block(nv: int, itemsize: int = 8, device=None) -> int | None:
 def traversal(model_traversal: str, B: int, batch_width: int = 1, device=None) -> str:
     """The schedule (`jaxrbd._core.topology.Topology.schedule`) for ``Model.traversal``, ``B`` states.
 
-    An explicit traversal is kept. ``"auto"`` is ``"level"`` for one state (fewest
-    sequential steps) and off the CPU; on a CPU batch, ``batch_width`` nodes per step
-    (``1``: ``"body"``, no padding and in-place updates).
+    An explicit traversal is kept, except that ``"dense"`` (the shared recursions as
+    dense products on one state, `jaxrbd._core.dense`; fewest kernels) applies to one
+    state only and a batch takes what ``"auto"`` picks. ``"auto"`` is ``"level"`` for one
+    state (fewest sequential steps) and off the CPU; on a CPU batch, ``batch_width``
+    nodes per step (``1``: ``"body"``, no padding and in-place updates). ``"dense"`` is
+    opt-in (`Model.with_traversal`) until it is timed on a quiet machine: it runs 20-40x
+    fewer kernels, but its time per call was not measurable reliably (benchmarks/LOG.md).
     """
+    if model_traversal == "dense":
+        # one state only: a batch takes what "auto" picks for it
+        if B == 1:
+            return "dense"
+        model_traversal = "auto"
     if model_traversal != "auto":
         return model_traversal
     if B == 1 or not on_cpu(device):

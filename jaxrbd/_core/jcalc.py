@@ -28,7 +28,7 @@ import numpy as np
 from ..joints import _EULER_AXES
 from . import algebra as al
 from .rotation import quat_to_E
-from .rows import node_rows, place_rows, sum_rows
+from .rows import node_rows, place_rows, sum_rows, take_static
 from .topology import topology
 
 
@@ -113,25 +113,27 @@ def joint_transforms(model, q):
     axes = _bc(model.axes)  # (nv, 6, 1)
     Es, rs, Ss = [], [], []  # (nodes, values) of the nodes that differ from the default
     if len(t.screw_nodes):
-        Ec, rc = _screw(axes[t.screw_nodes - 1], q[t.screw_q])
+        Ec, rc = _screw(take_static(axes, t.screw_nodes - 1, select=True),
+                        take_static(q, t.screw_q))
         Es.append((t.screw_nodes, Ec))
         rs.append((t.screw_nodes, rc))
     if len(t.custom_nodes):
-        Ec, rc, Sc = _custom(axes[t.custom_nodes - 1], q[t.custom_q])
+        Ec, rc, Sc = _custom(take_static(axes, t.custom_nodes - 1, select=True),
+                             take_static(q, t.custom_q))
         Es.append((t.custom_nodes, Ec))
         rs.append((t.custom_nodes, rc))
         Ss.append((t.custom_nodes, Sc))
     for kind, (nodes, qs, _) in t.multi.items():
         if kind in ("spherical", "free"):
             off = 3 if kind == "free" else 0
-            quat = q[qs[:, None] + off + np.arange(4)]  # (J, 4, B)
+            quat = take_static(q, qs[:, None] + off + np.arange(4))  # (J, 4, B)
             Es.append((nodes, quat_to_E(quat)))
             if kind == "free":
-                rs.append((nodes, q[qs[:, None] + np.arange(3)]))
+                rs.append((nodes, take_static(q, qs[:, None] + np.arange(3))))
         elif kind == "translation_xyz":
-            rs.append((nodes, q[qs[:, None] + np.arange(3)]))
+            rs.append((nodes, take_static(q, qs[:, None] + np.arange(3))))
         else:
-            q3 = q[qs[:, None] + np.arange(3)]
+            q3 = take_static(q, qs[:, None] + np.arange(3))
             Es.append((nodes, _euler(kind, q3)))
             s0, s1, s2 = _euler_S(kind, q3[:, 1:])
             z = jnp.zeros_like(s0)
@@ -162,12 +164,13 @@ def joint_velocity_terms(model, q, qd, S):
     cJ = []
     if len(t.custom_nodes):
         # S = [w; E v] with dE/dt = -qd w x E (RBDL's helical jcalc)
-        Sc, qdc = S[t.custom_nodes], qd[t.custom_nodes - 1][:, None, :]
+        Sc = take_static(S, t.custom_nodes)
+        qdc = take_static(qd, t.custom_nodes - 1)[:, None, :]
         lin = -qdc * qdc * al.cross(al.ang(Sc), al.lin(Sc))
         cJ.append((t.custom_nodes, al.join(jnp.zeros_like(lin), lin)))
     for kind, (nodes, qs, vs) in t.multi.items():
         if kind.startswith("euler"):
-            q3 = q[qs[:, None] + np.arange(3)]
+            q3 = take_static(q, qs[:, None] + np.arange(3))
             qd3 = qd[vs[:, None] + np.arange(3)]
 
             def cols(q12, kind=kind):
@@ -198,8 +201,8 @@ def body_offsets(model, bodies=None):
     fixed = t.fixed[bodies] & (bodies != 0)
     if not fixed.any():
         return None
-    E = model.Xtree_E if every else model.Xtree_E[bodies]
-    r = model.Xtree_r if every else model.Xtree_r[bodies]
+    E = model.Xtree_E if every else take_static(model.Xtree_E, bodies, select=True)
+    r = model.Xtree_r if every else take_static(model.Xtree_r, bodies, select=True)
     E = jnp.where(fixed[:, None, None], E, jnp.eye(3, dtype=model.dtype)[None])
     r = jnp.where(fixed[:, None], r, jnp.zeros((), model.dtype))
     return _bc(E), _bc(r)
@@ -221,6 +224,7 @@ def node_Xtree(model):
     nn = t.nn
     sel = np.flatnonzero(t.first_body >= 0)
     bodies = t.first_body[sel]
-    E = place_rows(nn, [(sel, model.Xtree_E[bodies])], jnp.eye(3, dtype=model.dtype)[None])
-    r = place_rows(nn, [(sel, model.Xtree_r[bodies])])
-    return _bc(E), _bc(r)
+    E = place_rows(nn, [(sel, _bc(take_static(model.Xtree_E, bodies, select=True)))],
+                   _bc(jnp.eye(3, dtype=model.dtype)[None]))
+    r = place_rows(nn, [(sel, _bc(take_static(model.Xtree_r, bodies, select=True)))])
+    return E, r

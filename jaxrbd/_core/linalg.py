@@ -150,7 +150,9 @@ def _cholesky_jvp(primals, tangents):
     dA = 0.5 * (dA + dA.T)
     # dL = L Φ(L⁻¹ dA L⁻ᵀ), Φ: lower triangle with the diagonal halved
     Y = solve_triangular(L, solve_triangular(L, dA, True, False).T, True, False).T
-    phi = jnp.tril(Y) - 0.5 * jnp.diag(jnp.diagonal(Y))
+    # elementwise (a diagonal built by jnp.diag is a scatter, a loop on XLA:CPU)
+    eye = jnp.eye(Y.shape[-1], dtype=bool)
+    phi = jnp.where(eye, 0.5 * Y, jnp.tril(Y))
     return L, L @ phi
 
 

@@ -1,4 +1,6 @@
-"""The recursions shared by the algorithms, each one `lax.scan` over the schedule.
+"""The recursions shared by the algorithms, each one `lax.scan` over the schedule, or for
+a ``"dense"`` schedule (one state) dense products over the ancestor mask
+(`jaxrbd._core.dense`), with the same results.
 
 Everything is in the batch-trailing layout of `algebra` and on per-node buffers with
 ``nbuf`` rows (nodes + scratch rows, see `schedule`). Row 0 is the world.
@@ -9,6 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import algebra as al
+from . import dense
 from .nodes import pad, pad_E
 from .rows import node_rows
 from .schedule import Schedule, add, backward_scan, forward_scan, put, take
@@ -16,6 +19,8 @@ from .schedule import Schedule, add, backward_scan, forward_scan, put, take
 
 def world_transforms(s: Schedule, E, r):
     """``X0_i`` (world -> node ``i``) of every node: ``X0_i = Xup_i X0_lam``."""
+    if s.dense:
+        return dense.world_transforms(dense.dense_tables(s.parent), E, r)
     B = E.shape[-1]
     E0 = pad_E(E, s).at[0].set(jnp.eye(3, dtype=E.dtype)[:, :, None])
     r0 = pad(jnp.zeros_like(r), s)
@@ -34,6 +39,8 @@ def world_transforms(s: Schedule, E, r):
 
 def velocities(s: Schedule, E, r, vJ, with_X0=False):
     """``v_i = Xup_i v_lam + vJ_i`` (and optionally ``X0``), ``(nn, 6, B)``."""
+    if s.dense:
+        return dense.velocities(dense.dense_tables(s.parent), E, r, vJ, with_X0)
     dtype = vJ.dtype
     carry = (jnp.zeros((s.nbuf, 6, vJ.shape[-1]), dtype),)
     if with_X0:
@@ -56,6 +63,9 @@ def velocities(s: Schedule, E, r, vJ, with_X0=False):
 
 def velocities_accelerations(s: Schedule, E, r, vJ, vJc, cJ, Sqdd, a_world, with_X0=False):
     """RNEA forward pass: ``v_i`` and ``a_i = Xup_i a_lam + S_i qdd_i + v_i x vJc_i + cJ_i``."""
+    if s.dense:
+        return dense.velocities_accelerations(dense.dense_tables(s.parent), E, r, vJ, vJc,
+                                              cJ, Sqdd, a_world, with_X0)
     B = max(vJ.shape[-1], Sqdd.shape[-1], E.shape[-1])
     dtype = vJ.dtype
     v0 = jnp.zeros((s.nbuf, 6, B), dtype)
@@ -86,6 +96,8 @@ def velocities_accelerations(s: Schedule, E, r, vJ, vJc, cJ, Sqdd, a_world, with
 
 def accumulate_forces(s: Schedule, E, r, f):
     """Backward pass ``f_lam += Xup_i^T f_i``; returns the accumulated ``f`` ``(nn, 6, B)``."""
+    if s.dense:
+        return dense.accumulate_forces(dense.dense_tables(s.parent), E, r, f)
     f = pad(f, s)
 
     def step(f, idx, par, x):
@@ -98,6 +110,9 @@ def accumulate_forces(s: Schedule, E, r, f):
 def subtree_sums(x, s: Schedule):
     """``sum_{k in subtree(i)} x_k`` for every DoF ``i`` (``x (nv, k, B)``, one row per
     DoF): one backward scan over ``s`` adding each row into its parent's."""
+    if s.dense:
+        x = node_rows(x)
+        return dense.subtree_sum(dense.dense_tables(s.parent), x)[1:]
     x = pad(node_rows(x), s)
 
     def step(buf, idx, par, _):

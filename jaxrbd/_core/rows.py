@@ -1,12 +1,13 @@
-"""Rows placed or summed at static indices: gathers on batches, scatters on one state.
+"""Rows placed or summed at static indices: gathers on batches, 0/1 products on one state.
 
 XLA:CPU lowers a scatter (``x.at[idx].set(v)`` / ``.add(v)``) to a while loop with one
 iteration per index, and inside a batched program that loop runs once per batch block.
 With the indices known at trace time (numpy), the same result is a gather from the
 stacked values with a constant index table, which XLA emits as one fused loop; the
 HLO-text tests in ``tests/test_rows.py`` check that batched programs keep no scatter
-loop. For values without a batch (trailing axis 1: one state, or per-model tables) the
-scatter stays: its loop is cheap there, and it compiles faster than the gather.
+loop. For values without a batch (trailing axis 1: one state, or per-model tables) a
+product with a constant 0/1 table does it in one kernel, whose transpose under
+`jax.grad` is no loop either (`_select_sum`); above `MAX_SELECT` the scatter stays.
 
 Both functions take numpy index arrays and arrays whose leading axis is the row axis;
 trailing axes broadcast (``(..., 1)`` against ``(..., B)``). A negative index drops
@@ -18,10 +19,28 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["node_rows", "place_rows", "sum_rows", "take_rows"]
+__all__ = ["node_rows", "place_rows", "sum_rows", "take_rows", "take_static"]
 
 #: `take_rows` gathers instead of slicing when the index splits into more runs than this.
 MAX_RUNS = 8
+
+
+#: Largest ``rows out x rows in`` for which one state's rows are placed or summed by a
+#: 0/1 product (`_select_sum`) instead of a scatter.
+MAX_SELECT = 1 << 14
+
+
+def _select_sum(P, src):
+    """``out[i] = sum_j P[i, j] src[j]`` for a constant 0/1 table ``P (n, k)``, as one
+    matrix product: exact (each output sums its rows times one, plus zeros), one kernel,
+    and its transpose (for `jax.grad`) is a product too, where a scatter or a gather's
+    transpose is a while loop of one iteration per row on XLA:CPU. (A select-and-reduce
+    formulation measured slower: two kernels, benchmarks/LOG.md.) A NaN or inf in any
+    row of ``src`` reaches every output row."""
+    flat = src.reshape((src.shape[0], -1))
+    out = jnp.matmul(jnp.asarray(P, src.dtype), flat,
+                     precision="highest" if src.dtype == jnp.float32 else None)
+    return out.reshape((P.shape[0],) + src.shape[1:])
 
 
 def _unbatched(values) -> bool:
@@ -76,6 +95,10 @@ def place_rows(n: int, parts, base=None, *, scatter=None):
     arrays = [base] + [v for *_, v in parts]
     tail = np.broadcast_shapes(*(a.shape[1:] for a in arrays))
     dtype = jnp.result_type(*arrays)
+    if scatter is None and _unbatched(arrays) and n * off <= MAX_SELECT:
+        src = jnp.concatenate([jnp.broadcast_to(a, a.shape[:1] + tail).astype(dtype)
+                               for a in arrays])
+        return _select_sum(table[:, None] == np.arange(off)[None], src)
     if _unbatched(arrays) if scatter is None else scatter:
         out = jnp.broadcast_to(base, (n,) + tail).astype(dtype)
         for idx, keep, v in parts:
@@ -97,6 +120,8 @@ def sum_rows(n: int, idx, vals, *, scatter=None):
     The gather form reads ``max(repeats)`` rows per output row and adds them.
     """
     idx, keep = _indices(idx, vals)
+    if scatter is None and _unbatched([vals]) and n * idx.shape[0] <= MAX_SELECT:
+        return _select_sum(np.arange(n)[:, None] == idx[None], vals)
     if _unbatched([vals]) if scatter is None else scatter:
         return jnp.zeros((n,) + vals.shape[1:], vals.dtype).at[idx[keep]].add(_kept(vals, keep))
     k = idx.shape[0]
@@ -135,6 +160,32 @@ def take_rows(x, idx):
     ends = np.concatenate([breaks, [idx.size]])
     runs = [x[int(idx[a]):int(idx[a]) + int(b - a)] for a, b in zip(starts, ends)]
     return runs[0] if len(runs) == 1 else jnp.concatenate(runs, axis=0)
+
+
+def take_static(x, idx, *, select=None):
+    """``x[idx]`` for a static numpy ``idx`` along axis 0; a negative index reads zeros.
+
+    One state's rows (``x`` with a trailing axis of 1) or a model's table
+    (``select=True``) are read by a 0/1 product (`_select_sum`) when it is small
+    (`MAX_SELECT`): under `jax.grad` a gather's transpose is a scatter, a while loop of
+    one iteration per row on XLA:CPU. Batches keep the gather.
+
+    Example:
+        >>> import jax.numpy as jnp, numpy as np
+        >>> take_static(jnp.arange(4.0)[:, None], np.array([2, -1, 0]))[:, 0].tolist()
+        [2.0, 0.0, 0.0]
+    """
+    idx = np.asarray(idx, dtype=np.int64)
+    shape = idx.shape
+    idx = idx.reshape(-1)
+    if select is None:
+        select = x.ndim >= 2 and x.shape[-1] == 1
+    if select and idx.size * x.shape[0] <= MAX_SELECT:
+        out = _select_sum(idx[:, None] == np.arange(x.shape[0])[None], x)
+    else:
+        ext = jnp.concatenate([x, jnp.zeros_like(x[:1])]) if (idx < 0).any() else x
+        out = ext[np.where(idx < 0, x.shape[0], idx)]
+    return out.reshape(shape + x.shape[1:])
 
 
 def node_rows(x):

@@ -5,7 +5,8 @@ parents were all handled by earlier steps. ``traversal="body"`` has one node per
 step (a plain topological order); ``traversal="level"`` puts every node of one tree
 depth in one step, vectorised; ``"level<k>"`` (e.g. ``"level2"``) splits each level
 into steps of at most ``k`` nodes (fewer steps than ``"body"``, less padding than
-``"level"``). Rows are padded to the width with *scratch* node
+``"level"``); ``"dense"`` is ``"level"`` whose shared recursions run without a scan
+(`jaxrbd._core.dense`). Rows are padded to the width with *scratch* node
 indices ``nnodes, nnodes + 1, ...`` (one per slot, so writes never collide); the
 per-node buffers carry those extra rows, filled with harmless values.
 
@@ -36,6 +37,13 @@ class Schedule:
         self.n = n
         self.depth = depth
         self.max_depth = int(depth.max()) if n > 1 else 0
+        #: ``"dense"``: one state's schedule; the shared recursions of `jaxrbd._core.passes`
+        #: run as dense products over the ancestor mask (`jaxrbd._core.dense`), the other
+        #: scans step level by level
+        self.dense = traversal == "dense"
+        self.parent = tuple(int(p) for p in parent)
+        if self.dense:
+            traversal = "level"
         if traversal.startswith("level"):
             groups = [np.flatnonzero(depth == d) for d in range(1, self.max_depth + 1)]
             if traversal != "level":  # "level<k>": levels split into steps of <= k nodes
@@ -47,7 +55,8 @@ class Schedule:
         elif traversal == "body":
             groups = [np.array([i]) for i in range(1, n)]
         else:
-            raise ValueError(f"traversal {traversal!r}, expected 'level', 'level<k>' or 'body'")
+            raise ValueError(
+                f"traversal {traversal!r}, expected 'level', 'level<k>', 'body' or 'dense'")
         self.width = max((len(g) for g in groups), default=1)
         W = self.width
         #: padded buffer size: real nodes + one scratch row per slot
