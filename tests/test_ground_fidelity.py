@@ -124,7 +124,7 @@ def test_solver_reports_convergence_and_warm_start_changes_little(ball):
     # one sweep may already solve a single contact: the flag follows the residual
     assert int(info.iterations) == 1
     assert bool(info.converged) == (float(info.residual) <= 1e-12)
-    _, _, info = step(model, q, qd, tau, 1e-3, pts, plane, "compliant")
+    _, _, info = step(model, q, qd, tau, 1e-3, pts, plane, ground.CompliantContact())
     assert float(info.residual) == 0 and bool(info.converged)
     with pytest.raises(ValueError, match="tolerance must be a float >= 0"):
         ground.HardContact(tolerance=-1.0)
