@@ -9,7 +9,7 @@ import numpy as np
 
 __all__ = [
     "Body", "Transform", "check_inertia", "inertia_inconsistency", "INERTIA_CHECKS",
-    "NEGATIVE_MOMENT_RTOL",
+    "NEGATIVE_MOMENT_RTOL", "mass_matrix_bound",
 ]
 
 
@@ -24,6 +24,33 @@ def check_inertia_option(inertia_check: str) -> str:
             f"inertia_check={inertia_check!r}, expected one of {', '.join(map(repr, INERTIA_CHECKS))}"
         )
     return inertia_check
+
+
+def mass_matrix_bound(inertia: np.ndarray, r: np.ndarray, armature: np.ndarray) -> float:
+    """Host-side bound on the entries of the mass matrix of a tree, in float64.
+
+    An entry is at most ``sum_b (tr I_b + 2 R |m c|_b + R² m_b)`` plus the armature, with
+    ``R`` the sum of all joint offsets ``|r|`` plus the largest ``|c|``: no point of the tree
+    is further than that from a joint axis. ``inertia`` is ``(nbodies, 10)`` rows
+    ``[m, m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]``, ``r`` the ``(nbodies, 3)`` joint offsets.
+    The result is ``inf`` where the terms overflow float64.
+
+    >>> float(mass_matrix_bound(np.array([[2.0, 0, 0, 0, 1, 0, 1, 0, 0, 1]]),
+    ...                         np.array([[0.0, 0, 0.5]]), np.zeros(1)))
+    3.5
+    """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        mass = np.abs(inertia[:, 0])
+        first = np.linalg.norm(inertia[:, 1:4], axis=1)
+        reach = np.linalg.norm(r, axis=1).sum() + np.max(
+            first / np.maximum(mass, 1e-300), initial=0.0
+        )
+        trace = np.abs(inertia[:, [4, 6, 9]]).sum()
+        h = float(
+            trace + 2 * reach * first.sum() + reach**2 * mass.sum()
+            + np.max(armature, initial=0.0)
+        )
+    return h if np.isfinite(h) else np.inf  # nan: inf * 0, an overflow too
 
 
 #: A principal moment below ``-NEGATIVE_MOMENT_RTOL`` times the largest principal moment

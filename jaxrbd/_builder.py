@@ -9,7 +9,13 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from ._body import Body, Transform, check_inertia_option, inertia_inconsistency
+from ._body import (
+    Body,
+    Transform,
+    check_inertia_option,
+    inertia_inconsistency,
+    mass_matrix_bound,
+)
 from ._coupling import couple
 from ._model import CoupledModel, Model
 from .joints import JointSpec, fixed
@@ -512,6 +518,8 @@ class ModelBuilder:
             parts = [e.limits[key] for e in moving]
             return np.concatenate(parts) if parts else np.zeros(n)
 
+        _check_placements(entries, inertia, r, cat("armature", nv), dtype, nv)
+
         return Model(
             gravity=jnp.asarray(self.gravity, dtype),
             inertia=jnp.asarray(inertia, dtype),
@@ -541,6 +549,28 @@ class ModelBuilder:
             nq=nq,
             nv=nv,
         )
+
+
+def _check_placements(entries, inertia, r, armature, dtype, nv) -> None:
+    """Refuse joint placements whose parallel-axis terms overflow ``dtype``.
+
+    Xtree carries the offsets into the composite inertias (``m |r|²``): a finite but huge
+    ``<origin xyz="1e200 0 0">`` would make the mass matrix inf at run time. The joint with
+    the largest offset is named.
+    """
+    top = float(np.finfo(np.dtype(dtype)).max) / max(nv, 1)
+    h = mass_matrix_bound(inertia, r, armature)
+    with np.errstate(over="ignore", invalid="ignore"):
+        offsets = np.array([np.abs(e.r).max(initial=0.0) for e in entries] or [0.0])
+        reach = float(offsets.sum())
+        if h < top and reach * reach < top:
+            return
+    e = entries[int(np.argmax(offsets))]
+    raise ValueError(
+        f"joint {e.joint_name!r} (body {e.name!r}): placement offset {e.r.tolist()} makes the "
+        f"parallel-axis terms m |r|^2 overflow {np.dtype(dtype).name} (the mass matrix "
+        f"entries reach about {h:.3g}, the squared reach {reach * reach:.3g})"
+    )
 
 
 def _fixed():

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 import jax.numpy as jnp
 import numpy as np
 
+from ._body import mass_matrix_bound
 from ._model import CoupledModel, Model, check_model
 
 __all__ = [
@@ -144,10 +145,8 @@ def couple(model: Model, couplings: Mapping[str, tuple]) -> CoupledModel:
 def _check_overflow(model: Model, resolved: dict) -> None:
     """Refuse multipliers that make ``H = Aᵀ H_full A`` overflow the model's dtype.
 
-    An entry of ``H_full`` is at most ``sum_b (tr I_b + 2 R |m c|_b + R² m_b)`` with
-    ``R`` the sum of all joint offsets (no point of the tree is further than that from a
-    joint axis) plus the armature, and a column of ``A`` sums to ``1 + sum |a|`` over
-    the joints one driver moves.
+    An entry of ``H_full`` is at most `mass_matrix_bound`, and a column of ``A`` sums to
+    ``1 + sum |a|`` over the joints one driver moves.
     """
     try:
         inertia = np.asarray(model.inertia, dtype=np.float64)
@@ -157,12 +156,8 @@ def _check_overflow(model: Model, resolved: dict) -> None:
         return  # traced leaves: nothing to bound on the host
     if inertia.ndim != 2:
         return  # stacked models
+    h = mass_matrix_bound(inertia, r, armature)
     with np.errstate(over="ignore", invalid="ignore"):
-        mass = np.abs(inertia[:, 0])
-        first = np.linalg.norm(inertia[:, 1:4], axis=1)
-        reach = np.linalg.norm(r, axis=1).sum() + np.max(first / np.maximum(mass, 1e-300))
-        trace = np.abs(inertia[:, [4, 6, 9]]).sum()
-        h = trace + 2 * reach * first.sum() + reach**2 * mass.sum() + armature.max(initial=0.0)
         top = float(np.finfo(model.dtype).max) / max(model.nv, 1)
         for driver in {j for j, _, _ in resolved.values()}:
             moved = {m: a for m, (j, a, _) in resolved.items() if j == driver}

@@ -205,6 +205,25 @@ def test_overflowing_parallel_axis_terms_are_refused():
         b.build(jnp.float32)
 
 
+def test_overflowing_joint_placements_are_refused_naming_the_joint():
+    """A finite but huge joint offset would make m |r|^2 in the composite inertias, so the
+    mass matrix, inf at run time: refused at load, in every loader and in the builder."""
+    with pytest.raises(ValueError, match=r"joint 'j2' \(body 'b'\): placement offset.*"
+                                         r"overflow float64"):
+        load_urdf(_robot(ARM.replace('xyz="0 0 -0.6"', 'xyz="0 1e200 0"')))
+    mjcf = ('<mujoco><worldbody><body name="a"><joint name="h1"/><geom size=".1" mass="1"/>'
+            '<body name="b" pos="1e200 0 0"><joint name="h2"/><geom size=".1" mass="1"/>'
+            '</body></body></worldbody></mujoco>')
+    with pytest.raises(ValueError, match=r"joint 'h2' \(body 'b'\).*overflow float64"):
+        jaxrbd.load_mjcf(mjcf)
+    b = ModelBuilder()
+    b.add_body("arm", "world", joints.revolute(), Body(1.0, (0.0, 0.0, -0.3)),
+               Transform(translation=(1e20, 0.0, 0.0)), joint_name="shoulder")
+    assert b.build(jnp.float64).nv == 1  # 1e40 fits float64, not float32
+    with pytest.raises(ValueError, match=r"joint 'shoulder'.*overflow float32"):
+        b.build(jnp.float32)
+
+
 # ------------------------------------------------------------------ fuzz findings
 
 
@@ -229,6 +248,7 @@ def test_non_models_give_a_type_error_naming_the_argument(bad):
         lambda: jaxrbd.passive_forces(bad),
         lambda: jaxrbd.couple(bad, {}),
         lambda: jaxrbd.inertial_parameters(bad),
+        lambda: jaxrbd.rollout(bad, z, z, None, 0.01, n_steps=2, policy=lambda t, q, qd: qd),
     ]
     for call in calls:
         with pytest.raises(TypeError, match="model must be a jaxrbd Model or CoupledModel"):
