@@ -138,26 +138,30 @@ def test_joint_equality_is_an_exact_coupling(compared):
 
 def test_actuation_gradients_and_errors(compared):
     """Forward and reverse mode agree (the ball and free moment arms depend on ``q``), and
-    the gain is a leaf `jax.grad` reaches."""
+    the gain is a leaf `jax.grad` reaches. One JVP and one VJP (a dot-product test:
+    ``u · (J v) = (Jᵀ u) · v``) cost half the compile of two full Jacobians."""
     cm, acts = compared["full"], compared["info_full"].actuators
     q, qd = jnp.asarray(compared["S"]["qf"][2]), jnp.asarray(compared["S"]["vf"][2])
     ctrl, act = jnp.asarray(compared["S"]["ctrl"][2]) * 0.1, jnp.asarray(compared["S"]["act"][2])
+    rng = np.random.default_rng(3)
+    u, v = jnp.asarray(rng.normal(size=cm.nv)), jnp.asarray(rng.normal(size=cm.nq))  # tau, q
 
     @jax.jit
     def derivatives(x, a):
-        def f(y):
-            return jaxrbd.actuation(cm, y, qd, ctrl, a, act)
+        def f(y, b):
+            return jaxrbd.actuation(cm, y, qd, ctrl, b, act)
 
-        def motor(b):  # tau at h1 as a function of the actuators
-            return jaxrbd.actuation(cm, x, qd, ctrl, b, act)[cm.v_index("h1")][0]
+        _, Jv = jax.jvp(lambda y: f(y, a), (x,), (v,))
+        _, pullback = jax.vjp(f, x, a)
+        uJ, u_acts = pullback(u)
+        return Jv, uJ, u_acts.gain
 
-        return jax.jacfwd(f)(x), jax.jacrev(f)(x), jax.grad(motor)(a).gain
-
-    Jf, Jr, g = derivatives(q, acts)
-    np.testing.assert_allclose(Jf, Jr, atol=1e-12)
-    assert np.abs(Jf).max() > 0.1
-    # the motor on h1 (gear 2, control within its range): d tau / d gain = 2 ctrl
-    assert g[0, 0] == pytest.approx(2 * float(ctrl[0]), abs=1e-14)
+    Jv, uJ, g = derivatives(q, acts)
+    assert float(jnp.abs(Jv).max()) > 0.1
+    assert float(u @ Jv) == pytest.approx(float(uJ @ v), rel=1e-12, abs=1e-12)
+    # the motor on h1 (gear 2, control within its range): d (u · tau) / d gain = 2 ctrl u_h1
+    h1 = cm.v_index("h1").start
+    assert g[0, 0] == pytest.approx(2 * float(ctrl[0]) * float(u[h1]), abs=1e-14)
     with pytest.raises(ValueError, match="ctrl has shape"):
         jaxrbd.actuation(cm, q, qd, ctrl[:3], acts, act)
     with pytest.raises(ValueError, match="activation state, pass act"):
