@@ -418,7 +418,9 @@ class ModelBuilder:
             A `Model`, or a `CoupledModel` with exact rotors.
 
         Raises:
-            ValueError: an unknown ``rotors`` option.
+            ValueError: an unknown ``rotors`` option; inertial parameters that overflow
+                ``dtype``; joint placements whose parallel-axis terms ``m |r|²`` make the
+                mass matrix overflow ``dtype`` (naming the joint with the largest offset).
         """
         if rotors not in ("exact", "armature", "none"):
             raise ValueError(f"rotors={rotors!r}, expected 'exact', 'armature' or 'none'")

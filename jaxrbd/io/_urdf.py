@@ -100,7 +100,9 @@ def load_urdf(
     (`jaxrbd._body.NEGATIVE_MOMENT_RTOL`) is no rounding error: ``"warn"`` refuses it
     too, and only ``"ignore"`` loads it. Non-finite numbers, negative masses,
     non-symmetric inertias and parallel-axis terms that overflow (``<origin xyz="1e200
-    0 0"/>`` with a mass of 1e300) are always errors naming the link.
+    0 0"/>`` with a mass of 1e300) are always errors naming the link, and a joint
+    ``<origin>`` so far out that the mass matrix would overflow is an error naming the
+    joint.
 
     Args:
         path_or_xml_string: a filesystem path (`str` or `os.PathLike`), or the URDF
@@ -135,9 +137,10 @@ def load_urdf(
             joints; a cycle; zero or several root links; a non-numeric, non-finite or
             wrongly sized number; a zero axis; a non-finite, negative-mass,
             non-symmetric, clearly negative or overflowing ``<inertial>`` (the message
-            names the link); a mimic joint with ``mimic="error"``, or one whose
-            joints are not both 1-DoF, that form a cycle, or whose multiplier makes
-            the mass matrix overflow.
+            names the link); a joint ``<origin>`` whose offset makes the mass matrix
+            overflow (the message names the joint); a mimic joint with
+            ``mimic="error"``, or one whose joints are not both 1-DoF, that form a
+            cycle, or whose multiplier makes the mass matrix overflow.
         OSError: ``path_or_xml_string`` names a file that cannot be read.
 
     Example:
