@@ -18,8 +18,8 @@ with `jaxrbd.load_urdf`'s defaults (mimic joints coupled), fixed and with
 - ``cmm``: `jaxrbd.centroidal_momentum_matrix` / ``computeCentroidalMap`` (rows
   ``[linear; angular]`` there, ``[angular; linear]`` here).
 
-Mimic joints: Pinocchio's ABA and derivative algorithms do not take its mimic joints, so
-for a coupled model the oracle is Pinocchio's full tree (``mimic=False``) restricted to
+Mimic joints: Pinocchio's ``aba`` refuses its mimic joints (see `corpus.run_urdf_case`), so
+for a coupled model every quantity's oracle is Pinocchio's full tree (``mimic=False``) restricted to
 ``qd_full = A qd`` (``H = Aᵀ H_full A``, ``tau = Aᵀ tau_full``, the ABA quantities solved
 with that ``H``), the same maths as Pinocchio's ``JointModelMimic``; ``H`` and ``rnea`` are
 also compared with Pinocchio's ``mimic=True`` model (``H_pin_mimic``, ``rnea_pin_mimic``).
