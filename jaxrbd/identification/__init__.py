@@ -43,3 +43,7 @@ from ._recording import concatenate_recordings as concatenate_recordings
 from ._reports import TorqueReport as TorqueReport
 from ._reports import plot_torques as plot_torques
 from ._reports import torque_report as torque_report
+from ._simulation import SimulationFit as SimulationFit
+from ._simulation import shooting_windows as shooting_windows
+from ._simulation import simulate_windows as simulate_windows
+from ._simulation import simulation_error_fit as simulation_error_fit
