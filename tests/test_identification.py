@@ -334,3 +334,21 @@ def test_simulation_error_fit_recovers_base_parameters(arm, base):
         ident.simulation_error_fit(arm, t ** 1.01, q, tau, base, window=26)
     with pytest.raises(ValueError, match="fewer than one window of 500"):
         ident.simulation_error_fit(arm, t, q, tau, base, window=500)
+
+
+def test_drive_gains_with_a_known_payload(arm, base, data):
+    """Currents only: the gains and base parameters from two runs, one carrying a payload
+    of known inertia (which fixes the scale)."""
+    k_true = np.array([2.0, 1.5, 0.8])
+    p_true = data["p_true"]
+    payload = jaxrbd.Body(0.7, (0.05, 0.0, 0.02), np.diag([1e-3, 2e-3, 1.5e-3]))
+    body = arm.body_names[-1]
+    Y1, Y2 = data["train"][4], data["val"][4]
+    known = np.concatenate([np.zeros(len(Y1)), ident.payload_torque(arm, Y2, body, payload)])
+    Y = np.concatenate([Y1, Y2])
+    current = ((Y @ p_true + known) / np.tile(k_true, len(Y) // NV)).reshape(-1, NV)
+    fit = ident.fit_drive_gains(Y, current, base, nv=NV, known_torque=known)
+    np.testing.assert_allclose(fit.gains, k_true, rtol=1e-8)
+    np.testing.assert_allclose(fit.base, base.E @ p_true, rtol=1e-7, atol=1e-9)
+    with pytest.raises(ValueError, match="only up to a common scale"):
+        ident.fit_drive_gains(Y, current, base, nv=NV, known_torque=np.zeros(len(Y)))

@@ -3,12 +3,14 @@
 From a log file to a validated model: `Recording` (loading, resampling, zero-phase
 filtering, differentiation, splits), the linear joint terms (`FrictionModel`: armature,
 viscous and Coulomb friction, offsets) and nonlinear ones (`stribeck_friction`,
-`sigmoid_friction`), payloads, the identifiable base parameters (`base_parameters`,
-Gautier 1990), least-squares estimates with standard deviations, a physically
-consistent fit (`consistent_fit`, log-Cholesky with a prior, Levenberg-Marquardt) whose
-prior weight is chosen by validation (`select_prior_weight`), excitation design
-(`fourier_trajectory`, `optimize_excitation`, Swevers et al. 1997) and reports
-(`torque_report`). See ``docs/identification.md``.
+`sigmoid_friction`), payloads, drive gains identified from motor currents
+(`fit_drive_gains`), the identifiable base parameters (`base_parameters`, Gautier 1990),
+least-squares estimates with standard deviations, a physically consistent fit
+(`consistent_fit`, log-Cholesky with a prior, Levenberg-Marquardt) whose prior weight is
+chosen by validation (`select_prior_weight`), the simulation-error fit for
+positions-only logs (`simulation_error_fit`, multiple shooting through `jaxrbd.rollout`),
+excitation design (`fourier_trajectory`, `optimize_excitation`, Swevers et al. 1997) and
+reports (`torque_report`). See ``docs/identification.md``.
 """
 
 from ._base import BaseParameters as BaseParameters
@@ -37,6 +39,9 @@ from ._estimators import weighted_least_squares as weighted_least_squares
 from ._excitation import ExcitationResult as ExcitationResult
 from ._excitation import fourier_trajectory as fourier_trajectory
 from ._excitation import optimize_excitation as optimize_excitation
+from ._gains import DriveGainFit as DriveGainFit
+from ._gains import fit_drive_gains as fit_drive_gains
+from ._gains import payload_torque as payload_torque
 from ._recording import Recording as Recording
 from ._recording import butterworth_filtfilt as butterworth_filtfilt
 from ._recording import concatenate_recordings as concatenate_recordings
