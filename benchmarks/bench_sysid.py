@@ -16,6 +16,12 @@ Rows:
 * Franka Panda: the published model (modified DH, Tables VIII/IX, Table I friction) on
   the logged trajectory, against the independent check's per-joint RMS; then OLS and
   the consistent fit on t < 14 s, predicting t >= 14 s.
+* Simulation Jacobian (``--simulation``, its own JSON ``sysid_simulation.json``): the
+  output-error residual of `jaxrbd.identification.simulation_error_fit` (positions of
+  windows of run 1 simulated from their measured start states with the recorded
+  torques) differentiated with respect to every standard parameter, exactly by
+  forward mode through `jaxrbd.rollout` against forward finite differences with one
+  batched rollout per parameter, as MuJoCo's system-identification toolbox does.
 * Jacobian: the torque residual's Jacobian with respect to all inertial parameters on
   run 1 (T samples x 7 joints by 100 parameters): exactly, by the regressor
   (`jaxrbd.identification.stacked_regressor`, which *is* that Jacobian since the torques
@@ -147,6 +153,62 @@ def jacobian_rows(model, rec):
     return rows
 
 
+def simulation_jacobian_rows(kdir, windows=20, length=21):
+    """The output-error residual's Jacobian on KUKA run 1, exact and by finite
+    differences. The friction model leaves out Coulomb friction: its smooth sign of
+    width 0.01 rad/s is too stiff for explicit 200 Hz steps, and the comparison is about
+    the cost of the Jacobian, not the fit."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxrbd
+    from jaxrbd import identification as ident
+
+    model = jaxrbd.load_urdf(kdir / "kuka_lwr4.urdf")
+    rec = ident.Recording.from_npz(kdir / "measurements_1.npz").for_model(model).prepared(10.0)
+    fm = ident.FrictionModel(armature=False, viscous=True, coulomb=False, offset=True)
+    n = windows * (length - 1) + 1
+    qw, tw, starts = ident.shooting_windows(rec.q[:n], rec.tau[:n], length)
+    q0, qd0 = jnp.asarray(rec.q[starts]), jnp.asarray(rec.qd[starts])
+    qw, tw = jnp.asarray(qw), jnp.asarray(tw)
+    dt = 1.0 / rec.rate
+    p0 = jnp.asarray(ident.standard_parameters(model, fm))
+
+    def residual(p):
+        qs, _ = ident.simulate_windows(model, p, fm, q0, qd0, tw, dt)
+        return (qs - qw).ravel()
+
+    exact = jax.jit(jax.jacfwd(residual))
+
+    @jax.jit
+    def finite_differences(p):
+        h = 1e-6 * jnp.maximum(jnp.abs(p), 1e-2)
+        r0 = residual(p)
+        cols = jax.lax.map(lambda e: residual(p + e) - r0, jnp.diag(h))
+        return (cols / h[:, None]).T
+
+    rows = {"shape": None, "windows": windows, "samples_per_window": length,
+            "rate_hz": rec.rate, "parameters": int(p0.size)}
+    out = {}
+    for name, f in (("exact (jax.jacfwd through rollout)", exact),
+                    ("forward differences (one batched rollout per parameter)",
+                     finite_differences)):
+        w0, c0 = time.perf_counter(), time.process_time()
+        out[name] = np.asarray(jax.block_until_ready(f(p0)))
+        first = (time.perf_counter() - w0, time.process_time() - c0)
+        best = (np.inf, np.inf)
+        for _ in range(3):
+            w0, c0 = time.perf_counter(), time.process_time()
+            jax.block_until_ready(f(p0))
+            best = (min(best[0], time.perf_counter() - w0), min(best[1], time.process_time() - c0))
+        rows[name] = {"first_call_s": first[0], "first_call_cpu_s": first[1],
+                      "best_s": best[0], "best_cpu_s": best[1]}
+    J, Jfd = out.values()
+    rows["shape"] = list(J.shape)
+    rows["max_rel_diff_fd_vs_exact"] = float(np.abs(Jfd - J).max() / np.abs(J).max())
+    return rows
+
+
 def panda_rows(data):
     import identification_real_robot as ex
 
@@ -164,13 +226,19 @@ def panda_rows(data):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DEFAULT_DATA))
-    parser.add_argument("--out", default=str(_common.RESULTS / "sysid.json"))
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--simulation", action="store_true",
+                        help="only the simulation Jacobian rows (sysid_simulation.json)")
     args = parser.parse_args(argv)
     import jax
 
     jax.config.update("jax_enable_x64", True)
     data = pathlib.Path(args.data)
     meta = _common.machine_metadata()
+    if args.simulation:
+        return _simulation_main(data, meta, args.out or str(_common.RESULTS /
+                                                            "sysid_simulation.json"))
+    args.out = args.out or str(_common.RESULTS / "sysid.json")
     result, skipped = {}, {}
     kdir, pdir = data / "kuka_lwr4", data / "panda_gaz2019"
     if (kdir / "measurements_1.npz").exists():
@@ -213,6 +281,27 @@ def main(argv=None):
               f"{np.round(p['published_rms_minus_reference'], 4).tolist()}")
     _common.write_json(args.out, [], meta, results=result, skipped=skipped)
     print(f"\nwrote {args.out}")
+
+
+def _simulation_main(data, meta, out):
+    kdir = data / "kuka_lwr4"
+    if not (kdir / "measurements_1.npz").exists():
+        why = f"no {kdir}/measurements_1.npz (the FloBaRoID KUKA data)"
+        print(f"skipped: {why}")
+        _common.write_json(out, [], meta, results={}, skipped={"kuka": why})
+        return
+    rows = simulation_jacobian_rows(kdir)
+    print(f"KUKA LWR4+ output-error Jacobian {rows['shape']} ({rows['windows']} windows of "
+          f"{rows['samples_per_window']} samples at {rows['rate_hz']:.0f} Hz, "
+          f"{rows['parameters']} parameters; CPU: {meta['machine']['cpu']}, load at start "
+          f"{meta['machine']['load_avg_1min_at_start']})")
+    for name, r in rows.items():
+        if isinstance(r, dict):
+            print(f"  {name:<58} first {r['first_call_s']:7.2f} s ({r['first_call_cpu_s']:.1f} "
+                  f"CPU)  best {r['best_s']:7.3f} s ({r['best_cpu_s']:.3f} CPU)")
+    print(f"  max |J_fd - J| / max |J| = {rows['max_rel_diff_fd_vs_exact']:.1e}")
+    _common.write_json(out, [], meta, results={"kuka_simulation_jacobian": rows})
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
