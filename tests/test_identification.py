@@ -330,6 +330,9 @@ def test_simulation_error_fit_recovers_base_parameters(arm, base):
     assert err.max() < 1e-5, err.max()
     assert np.all(fit.joint_rms < 1e-9) and np.all(fit.start_rms > 1e-3), fit
     assert fit.max_defect < 1e-8 and fit.q0.shape == (16, NV)
+    with pytest.raises(ValueError, match=r"diverges in \d+ of 16 windows"):  # same program
+        ident.simulation_error_fit(arm, t, q, tau * 1e200, base, window=26, prior=prior,
+                                   continuity=1.0, integrator=integ, max_iters=15)
     with pytest.raises(ValueError, match="not uniformly sampled"):
         ident.simulation_error_fit(arm, t ** 1.01, q, tau, base, window=26)
     with pytest.raises(ValueError, match="fewer than one window of 500"):

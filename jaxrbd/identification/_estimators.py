@@ -202,7 +202,9 @@ def _levenberg_marquardt(cost, normal, x0, max_iters, tol):
     def cond(s):
         return (s.it < max_iters) & ~s.done
 
-    s0 = _LMState(x0, cost(x0), jnp.asarray(1e-3, x0.dtype), jnp.asarray(0), jnp.asarray(False))
+    f0 = cost(x0)
+    # a start whose cost is not finite cannot be improved on (every step is rejected)
+    s0 = _LMState(x0, f0, jnp.asarray(1e-3, x0.dtype), jnp.asarray(0), ~jnp.isfinite(f0))
     return jax.lax.while_loop(cond, body, s0)
 
 

@@ -253,7 +253,8 @@ def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
 
     Raises:
         ValueError: shapes that do not match, non-uniform or non-increasing ``t``,
-            non-finite data, a window longer than the recording, ``continuity < 0``.
+            non-finite data, a window longer than the recording, ``continuity < 0``, or
+            a simulation from the start that diverges (non-finite positions).
     """
     nv = model.nv
     friction = base.friction
@@ -296,6 +297,14 @@ def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
         model, friction, integrator, *args, jnp.asarray(dt, dtype), jnp.asarray(sigma, dtype),
         jnp.asarray(continuity, dtype), jnp.asarray(z0, dtype), int(max_iters),
         jnp.asarray(tol, dtype))
+    bad = np.flatnonzero(~np.all(np.isfinite(np.asarray(r0)), axis=(1, 2)))
+    if bad.size:
+        raise ValueError(
+            f"the simulation from the start parameters and states diverges in {bad.size} of "
+            f"{len(starts)} windows (first: window {bad[0]}, t = {t[starts[bad[0]]]:.3f} s): "
+            f"the time step {dt:.3g} s is too long for the stiffest joint (light links with "
+            "large damping or a narrow Coulomb smooth sign) or the windows too long; "
+            "resample faster or shorten the windows")
     z = np.asarray(z)
     nb = E.shape[0]
     S = z[nb:].reshape(-1, 2 * nv)
