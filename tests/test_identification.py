@@ -318,13 +318,14 @@ def test_simulation_error_fit_recovers_base_parameters(arm, base):
         a, b, np.zeros(NV), 2 * np.pi / 2.0, t))
     tau = (ident.stacked_regressor(arm, fm, q_ref, qd_ref, qdd_ref) @ p_true).reshape(-1, NV)
     qs, _ = ident.simulate_windows(arm, p_true, fm, q_ref[:1], qd_ref[:1], tau[None, :-1], dt,
-                                   integ)
+                                   integ, substeps=2)
     q = np.asarray(qs[0])  # the recording: positions only
     prior = p_true.copy()
     prior[: 10 * arm.nbodies] *= 1.2
     prior[10 * arm.nbodies:] *= 0.7
     fit = ident.simulation_error_fit(arm, t, q, tau, base, window=26, prior=prior,
-                                     continuity=1.0, integrator=integ, max_iters=15)
+                                     continuity=1.0, integrator=integ, substeps=2,
+                                     max_iters=15)
     pb_true = base.E @ p_true
     err = np.abs(fit.base - pb_true) / np.maximum(np.abs(pb_true), 1e-3)
     assert err.max() < 1e-5, err.max()
@@ -332,7 +333,9 @@ def test_simulation_error_fit_recovers_base_parameters(arm, base):
     assert fit.max_defect < 1e-8 and fit.q0.shape == (16, NV)
     with pytest.raises(ValueError, match=r"diverges in \d+ of 16 windows"):  # same program
         ident.simulation_error_fit(arm, t, q, tau * 1e200, base, window=26, prior=prior,
-                                   continuity=1.0, integrator=integ, max_iters=15)
+                                   continuity=1.0, integrator=integ, substeps=2, max_iters=15)
+    with pytest.raises(ValueError, match="substeps must be an integer >= 1"):
+        ident.simulation_error_fit(arm, t, q, tau, base, window=26, substeps=0)
     with pytest.raises(ValueError, match="not uniformly sampled"):
         ident.simulation_error_fit(arm, t ** 1.01, q, tau, base, window=26)
     with pytest.raises(ValueError, match="fewer than one window of 500"):

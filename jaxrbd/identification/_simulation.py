@@ -36,7 +36,8 @@ def _joint_terms(friction: FrictionModel, p_joint, qd):
     return friction.columns(qd, jnp.zeros_like(qd)) @ p_joint
 
 
-def simulate_windows(model, p, friction: FrictionModel, q0, qd0, tau, dt, integrator="rk4"):
+def simulate_windows(model, p, friction: FrictionModel, q0, qd0, tau, dt, integrator="rk4",
+                     substeps: int = 1):
     """Simulate windows of a recording from their start states with the standard
     parameters ``p``: the measured torque minus the joint terms (viscous, Coulomb,
     offset) drives the rigid bodies with ``p``'s inertias and armature.
@@ -50,6 +51,8 @@ def simulate_windows(model, p, friction: FrictionModel, q0, qd0, tau, dt, integr
         tau: `(W, L - 1, nv)` the measured torques, ``tau[w, k]`` held over step ``k``.
         dt: the sample period [s].
         integrator: as `jaxrbd.rollout`.
+        substeps: integrator steps per sample period (static, >= 1), the torque held
+            over the period: for joints too stiff for one explicit step of ``dt``.
 
     Returns:
         ``(qs, qds)``, `(W, L, nv)` each: row 0 the start state, row ``k`` the state at
@@ -62,8 +65,14 @@ def simulate_windows(model, p, friction: FrictionModel, q0, qd0, tau, dt, integr
     def joint(mm, q, qd):
         return -_joint_terms(friction, p_joint, qd)
 
+    k = int(substeps)
+    if k < 1:
+        raise ValueError(f"substeps must be an integer >= 1, got {substeps}")
+
     def one(q0, qd0, tau):
-        return rollout(m, q0, qd0, tau, dt, integrator, forces=(joint,))
+        qs, qds = rollout(m, q0, qd0, jnp.repeat(tau, k, axis=0), dt / k, integrator,
+                          forces=(joint,))
+        return qs[::k], qds[::k]
 
     return jax.vmap(one)(q0, qd0, tau)
 
@@ -132,9 +141,10 @@ class SimulationFit(NamedTuple):
     max_defect: float
 
 
-@functools.partial(jax.jit, static_argnames=("friction", "integrator", "max_iters"))
-def _solve(model, friction, integrator, Einv, E, p_prior, qw, tw, dt, sigma, weight, z0,
-           max_iters, tol):
+@functools.partial(jax.jit,
+                   static_argnames=("friction", "integrator", "substeps", "max_iters"))
+def _solve(model, friction, integrator, substeps, Einv, E, p_prior, qw, tw, dt, sigma, weight,
+           z0, max_iters, tol):
     W, L, nv = qw.shape
     nb = E.shape[0]
     ns = 2 * nv
@@ -147,7 +157,7 @@ def _solve(model, friction, integrator, Einv, E, p_prior, qw, tw, dt, sigma, wei
         then the (unweighted) defect to the next window's start."""
         pb, s, s_next = x[:nb], x[nb:nb + ns], x[nb + ns:]
         qs, qds = simulate_windows(model, params(pb), friction, s[None, :nv], s[None, nv:],
-                                   tau[None], dt, integrator)
+                                   tau[None], dt, integrator, substeps)
         r = ((qs[0] - q_meas) / sigma[None, :]).ravel()
         defect = jnp.concatenate([qs[0, -1], qds[0, -1]]) - s_next
         return jnp.concatenate([r, defect])
@@ -203,7 +213,7 @@ def _solve(model, friction, integrator, Einv, E, p_prior, qw, tw, dt, sigma, wei
 
 def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
                          prior=None, start=None, qd=None, joint_sigma=None,
-                         continuity: float = 0.0, integrator: str = "rk4",
+                         continuity: float = 0.0, integrator: str = "rk4", substeps: int = 1,
                          max_iters: int = 50, tol: float = 1e-10) -> SimulationFit:
     """The base parameters that make the simulated positions match the measured ones.
 
@@ -245,6 +255,7 @@ def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
         joint_sigma: `(nv,)` position noise per joint [rad] for whitening (default 1).
         continuity: weight of the continuity defects (>= 0).
         integrator: as `jaxrbd.rollout`.
+        substeps: integrator steps per sample period (`simulate_windows`).
         max_iters: at most this many steps.
         tol: stop when a step reduces the cost by less than ``tol`` relative.
 
@@ -272,6 +283,8 @@ def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
     if not np.all(steps > 0) or np.max(np.abs(steps - dt)) > 1e-6 * dt:
         raise ValueError("t is not uniformly sampled and increasing: resample the recording "
                          "first (Recording.resample)")
+    if int(substeps) != substeps or substeps < 1:
+        raise ValueError(f"substeps must be an integer >= 1, got {substeps}")
     if not continuity >= 0:
         raise ValueError(f"continuity must be >= 0, got {continuity}")
     qd = np.gradient(q, dt, axis=0) if qd is None else np.asarray(qd, np.float64)
@@ -294,8 +307,8 @@ def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
     dtype = model.dtype
     args = [jnp.asarray(x, dtype) for x in (np.linalg.pinv(E), E, p_prior, qw, tw)]
     z, f, it, r0, r1, p, defects = _solve(
-        model, friction, integrator, *args, jnp.asarray(dt, dtype), jnp.asarray(sigma, dtype),
-        jnp.asarray(continuity, dtype), jnp.asarray(z0, dtype), int(max_iters),
+        model, friction, integrator, int(substeps), *args, jnp.asarray(dt, dtype),
+        jnp.asarray(sigma, dtype), jnp.asarray(continuity, dtype), jnp.asarray(z0, dtype), int(max_iters),
         jnp.asarray(tol, dtype))
     bad = np.flatnonzero(~np.all(np.isfinite(np.asarray(r0)), axis=(1, 2)))
     if bad.size:
@@ -304,7 +317,7 @@ def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
             f"{len(starts)} windows (first: window {bad[0]}, t = {t[starts[bad[0]]]:.3f} s): "
             f"the time step {dt:.3g} s is too long for the stiffest joint (light links with "
             "large damping or a narrow Coulomb smooth sign) or the windows too long; "
-            "resample faster or shorten the windows")
+            "raise substeps or shorten the windows")
     z = np.asarray(z)
     nb = E.shape[0]
     S = z[nb:].reshape(-1, 2 * nv)
