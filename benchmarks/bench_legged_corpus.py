@@ -221,13 +221,21 @@ def run_jaxrbd(s, contact_model, n):
     f = jax.jit(lambda q0: jaxrbd.ground.rollout(model, q0, jnp.zeros(model.nv), None, DT, feet,
                                                  ground, contact_model, n_steps=n,
                                                  policy=policy))
+    q0 = qref
+    if isinstance(contact_model, jaxrbd.ground.CompliantContact):
+        # start at the static penetration of the feed-forward forces (their load-weighted
+        # mean): from first touch, the feed-forward torques act before the springs carry
+        # the weight, the feet slip, and regularised friction never pulls them back
+        fz = np.asarray(s["ff_forces"])
+        pen = (fz / float(contact_model.stiffness)) ** (1 / float(contact_model.exponent))
+        q0 = qref.at[2].add(-float(np.sum(fz * pen) / np.sum(fz)))
     t0 = time.perf_counter()
-    out = jax.block_until_ready(f(qref))
+    out = jax.block_until_ready(f(q0))
     compile_s = time.perf_counter() - t0
     best = np.inf
     for _ in range(1):
         t0 = time.perf_counter()
-        jax.block_until_ready(f(qref))
+        jax.block_until_ready(f(q0))
         best = min(best, time.perf_counter() - t0)
     return out, compile_s, best / n
 
