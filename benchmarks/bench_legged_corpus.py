@@ -14,7 +14,8 @@ Scene rules (the same for both simulators):
   explicit inertials); a robot that loses a collision geom this way is skipped.
 - **Feet**: the robot's collision geoms become points (`ContactPoints.from_mjcf`: spheres,
   capsule end caps, box corners, cylinder rims; mesh vertices only for the robots in
-  ``MESH_FEET``, whose feet are meshes); the feet are the points
+  ``MESH_FEET``, whose feet are meshes: the leaf bodies' collision meshes, at most
+  ``MESH_POINTS`` vertices of each spread over its sole); the feet are the points
   whose lowest surface point is within ``--band`` (2 cm) of the lowest one at the pose.
   The base is then lowered or raised so that the lowest point touches the ground
   (``z = 0``). In MuJoCo only the geoms these points come from collide, with the floor.
@@ -145,14 +146,24 @@ def scene(root, label, directory, fname, key):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = jaxrbd.load_mjcf(m)
+    geoms = None
+    if label in MESH_FEET:
+        # only the collision geoms of the leaf bodies (the lower legs): the chassis and
+        # thigh meshes have ~190 000 vertices in all
+        parents = set(m.body_parentid[1:].tolist())
+        geoms = lambda mm, g: (int(mm.geom_bodyid[g]) not in parents
+                               and bool(mm.geom_contype[g] or mm.geom_conaffinity[g]))
     try:
-        pts = jaxrbd.ground.ContactPoints.from_mjcf(model, m, meshes=label in MESH_FEET)
+        pts = jaxrbd.ground.ContactPoints.from_mjcf(model, m, geoms=geoms,
+                                                    meshes=label in MESH_FEET)
     except ValueError as e:
         raise Skip(str(e)) from None
     world = np.asarray(jaxrbd.point_position(model, jnp.asarray(qref), list(pts.bodies),
                                              pts.points))
     low = world[:, 2] - np.asarray(pts.radius)
     keep = [n for n, z in zip(pts.names, low) if z <= low.min() + ARGS.band]
+    if label in MESH_FEET:
+        keep = thin_mesh_points(keep, dict(zip(pts.names, world)))
     feet = pts.select(keep)
     qref[2] -= low.min()
     gid = {(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"): g
@@ -170,6 +181,32 @@ def scene(root, label, directory, fname, key):
     return dict(m=m, model=model, feet=feet, qref=qref, key=key_name, geoms=geoms,
                 missing_meshes=n_missing, gains=pd, tau_ff=tau_ff, ff_forces=fz, ff_residual=ff_residual,
                 gravity_vs_mujoco=g_vs_mujoco)
+
+
+#: The most vertices a mesh foot keeps (spread over its sole).
+MESH_POINTS = 6
+
+
+def thin_mesh_points(names, world):
+    """Per mesh geom, at most `MESH_POINTS` of its band's vertices, spread over the sole.
+
+    The lowest vertex first, then farthest-point sampling in the horizontal plane: a
+    foot's hundreds of near-coplanar vertices would make the contact problem hundreds of
+    redundant rows for the same support polygon.
+    """
+    groups = {}
+    for n in names:
+        groups.setdefault(n.split("/")[0], []).append(n)
+    out = []
+    for group in groups.values():
+        xyz = np.array([world[n] for n in group])
+        pick = [int(np.argmin(xyz[:, 2]))]
+        dist = np.linalg.norm(xyz[:, :2] - xyz[pick[0], :2], axis=1)
+        while len(pick) < min(MESH_POINTS, len(group)):
+            pick.append(int(np.argmax(dist)))
+            dist = np.minimum(dist, np.linalg.norm(xyz[:, :2] - xyz[pick[-1], :2], axis=1))
+        out += [group[i] for i in pick]
+    return out
 
 
 def gains(model, qref):
