@@ -145,7 +145,8 @@ def scene(root, label, directory, fname, key):
         key_name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_KEY, k) or f"key {k}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = jaxrbd.load_mjcf(m)
+        # every joint independent: MuJoCo's equality constraints are switched off too
+        model = jaxrbd.load_mjcf(m, joint_equalities="independent")
     geoms = None
     if label in MESH_FEET:
         # only the collision geoms of the leaf bodies (the lower legs): the chassis and
