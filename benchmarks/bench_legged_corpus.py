@@ -400,7 +400,7 @@ def one_robot(root, entry, n):
 
 
 def report(rows, skipped):
-    e = lambda x: f"{x:.1e}"
+    e = lambda x: "nan" if x is None else f"{x:.1e}"  # write_json stores NaN as null
     cm.print_table(rows, [
         ("robot", "robot", str), ("model", "model", str), ("pts", "points", str),
         ("F/W-1", "force_ratio_mean", e), ("worst", "force_ratio_worst", e),
