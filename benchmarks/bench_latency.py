@@ -11,7 +11,9 @@ talos (floating base, nv 38, ``tests/data/talos.urdf``), float64, one state, for
 
 each compiled once with the jit in use (`jaxrbd.jit` by default) in two ways: ``arg``,
 the model a jit argument (what a user who differentiates or swaps models writes), and
-``closed``, the model closed over (its arrays constants of the program). A ``dispatch``
+``closed``, the model closed over (its arrays constants of the program), and for
+each ``Model.traversal`` named by ``--traversals`` (``auto``, the default schedule, and
+``dense``, the opt-in single-state schedule). A ``dispatch``
 row times a jitted function of the same arguments that only returns ``q``: the floor
 JAX's call overhead puts under every ``arg`` row (flattening the model pytree included).
 
@@ -100,7 +102,8 @@ def kernels(jitted, *args) -> int:
 
 def run_robot(name, floating, args, rows):
     pin = C.pinocchio()
-    model = jaxrbd.load_urdf(C.DATA / f"{name}.urdf", floating_base=floating)
+    base = jaxrbd.load_urdf(C.DATA / f"{name}.urdf", floating_base=floating)
+    model = base
     pm = C.pin_load_urdf(C.DATA / f"{name}.urdf", floating)
     pd = pm.createData()
     rng = np.random.default_rng(0)
@@ -117,7 +120,8 @@ def run_robot(name, floating, args, rows):
     rows.append({"robot": name, "function": "dispatch", "model": "arg",
                  "time_s": d["min_s"], "median_s": d["median_s"]})
     print(f"{name}: dispatch floor (model as argument) {C.fmt_time(d['min_s'])}", flush=True)
-    for fn in args.functions:
+    for fn, traversal in ((fn, t) for t in args.traversals for fn in args.functions):
+        model = base.with_traversal(traversal)
         f = jax_function(fn)
         peer = peers[PEER[fn]]
         for how in args.models:
@@ -131,6 +135,7 @@ def run_robot(name, floating, args, rows):
             nk = kernels(jitted, *call_args)
             t = C.time_jax(jitted, *call_args, budget_s=args.budget)
             row = {"robot": name, "nv": model.nv, "function": fn, "model": how,
+                   "traversal": traversal,
                    "peer": f"pin.{PEER[fn]}", "peer_s": peer["min_s"],
                    "peer_median_s": peer["median_s"], "time_s": t["min_s"],
                    "median_s": t["median_s"], "compile_s": compile_s, "kernels": nk,
@@ -143,7 +148,7 @@ def run_robot(name, floating, args, rows):
                 row["target_s"] = 2 * peer["min_s"]
                 row["met"] = t["min_s"] <= 2 * peer["min_s"]
             rows.append(row)
-            print(f"  {fn:30s} {how:6s} {C.fmt_time(t['min_s']):>9s} (median "
+            print(f"  {fn:30s} {how:6s} {traversal:5s} {C.fmt_time(t['min_s']):>9s} (median "
                   f"{C.fmt_time(t['median_s'])})  pin {C.fmt_time(peer['min_s']):>9s}  "
                   f"x{row['ratio']:.2f}  kernels {nk}  compile {compile_s:.2f} s", flush=True)
 
@@ -167,6 +172,8 @@ def main(argv=None):
     p.add_argument("--models", default="arg,closed",
                    help="arg (model a jit argument), closed (closed over), or both")
     p.add_argument("--functions", default=",".join(FUNCTIONS_ALL))
+    p.add_argument("--traversals", default="auto,dense",
+                   help="Model.traversal of the rows: auto (the default schedule), dense")
     p.add_argument("--budget", type=float, default=1.0, help="seconds per jaxrbd row")
     p.add_argument("--pin-budget", type=float, default=0.5, help="seconds per Pinocchio row")
     p.add_argument("--out", default=str(C.RESULTS / "latency.json"))
@@ -175,6 +182,7 @@ def main(argv=None):
     C.use_jit(args.jit)
     args.models = args.models.split(",")
     args.functions = tuple(args.functions.split(","))
+    args.traversals = tuple(args.traversals.split(","))
     rows = []
     for name in args.robots.split(","):
         run_robot(name, ROBOTS[name], args, rows)
@@ -185,7 +193,8 @@ def main(argv=None):
     print()
     C.print_table([r for r in rows if r["function"] != "dispatch"], [
         ("robot", "robot", str), ("function", "function", str), ("model", "model", str),
-        ("jaxrbd", "time_s", C.fmt_time), ("peer", "peer", str), ("peer t", "peer_s", C.fmt_time),
+        ("traversal", "traversal", str), ("jaxrbd", "time_s", C.fmt_time),
+        ("peer", "peer", str), ("peer t", "peer_s", C.fmt_time),
         ("ratio", "ratio", lambda x: f"{x:.2f}"), ("kernels", "kernels", str),
         ("compile", "compile_s", lambda x: f"{x:.2f} s"),
         ("target", "target_s", C.fmt_time), ("met", "met", lambda x: "-" if x is None else str(x)),
