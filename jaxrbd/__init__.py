@@ -88,7 +88,6 @@ from ._forces import UserForce as UserForce
 # -- actuators (MuJoCo's actuation model) --
 from ._actuation import Actuators as Actuators
 from ._actuation import activation_rate as activation_rate
-from ._actuation import actuation as actuation
 from ._forces import elastic_potential_energy as elastic_potential_energy
 from ._forces import generalized_forces as generalized_forces
 # -- hybrid dynamics --
@@ -111,6 +110,7 @@ from ._api import inverse_dynamics_derivatives as inverse_dynamics_derivatives
 from ._api import inverse_dynamics_parameter_derivatives as inverse_dynamics_parameter_derivatives
 from ._derivatives import model_derivatives as model_derivatives
 # -- RBDL parity: constrained inverse dynamics, zero-moment point --
+from ._api import actuation as actuation
 from ._api import actuation_mask as actuation_mask
 from ._api import inverse_dynamics_constraints as inverse_dynamics_constraints
 from ._api import inverse_dynamics_constraints_relaxed as inverse_dynamics_constraints_relaxed

@@ -39,10 +39,8 @@ from jaxtyping import Array, Float
 
 from ._core import rotation as _rotation
 from ._core.checks import check_state, check_vector
-from ._coupling import expand_q, expand_v, reduce_forces
 from ._dynamics import inverse_dynamics
-from ._kinematics import body_jacobians
-from ._model import is_coupled
+from ._kinematics import body_jacobians, forward_kinematics
 
 __all__ = ["Actuators", "actuation", "activation_rate"]
 
@@ -238,14 +236,6 @@ def _check_sizes(base, acts):
         )
 
 
-def _full_state(model, q, qd):
-    """The full tree's ``q``, ``qd`` (coupled joints expanded) and the base model."""
-    q, qd = check_state(model, q=q, qd=qd)
-    if is_coupled(model):
-        return model.base, expand_q(model, q), expand_v(model, qd)
-    return model, q, qd
-
-
 def actuation(
     model,
     q: Float[Array, "nq"],
@@ -294,9 +284,9 @@ def actuation(
         >>> jaxrbd.actuation(model, q, qd, jnp.array([3.0]), info.actuators).tolist()  # 10 (1 - 0.2) - 0.5
         [7.5]
     """
-    base, q, qd = _full_state(model, q, qd)
-    _check_sizes(base, actuators)
-    acts, dtype = actuators, base.dtype
+    q, qd = check_state(model, q=q, qd=qd)
+    _check_sizes(model, actuators)
+    acts, dtype = actuators, model.dtype
     ctrl = check_vector("ctrl", ctrl, acts.nctrl, "actuators.nctrl", dtype)
     if any(i >= 0 for i in acts.act_index):
         if act is None:
@@ -306,7 +296,7 @@ def actuation(
                 f"(MuJoCo's d.act, ({acts.na},)): {', '.join(stateful)}"
             )
         act = check_vector("act", act, acts.na, "actuators.na", dtype)
-    M, length = _moment_and_length(acts, base, q, dtype)
+    M, length = _moment_and_length(acts, model, q, dtype)
     velocity = M @ qd
     _, x = _inputs(acts, ctrl, act, dtype)
     g, b = acts.gain.astype(dtype), acts.bias.astype(dtype)
@@ -330,28 +320,36 @@ def actuation(
     force = jnp.where(np.asarray(acts.mapped, bool), force, 0.0)
     tau = M.T @ force
     if acts.gravity_compensation_dofs:
-        tau = tau + _gravity_compensation(base, q, acts)
-    tau = jnp.clip(tau, acts.dof_force_lower.astype(dtype), acts.dof_force_upper.astype(dtype))
-    if is_coupled(model):
-        return reduce_forces(model, tau)
-    return tau
+        tau = tau + _gravity_compensation(model, q, acts)
+    return jnp.clip(tau, acts.dof_force_lower.astype(dtype), acts.dof_force_upper.astype(dtype))
 
 
-def _gravity_compensation(base, q, acts: Actuators):
+def _gravity_compensation(model, q, acts: Actuators):
     """MuJoCo's actuator-level gravity compensation: ``Jᵀ f`` of the forces
     ``-gravcomp · m · g`` at the bodies' centres of mass, on the joints that take it as an
     actuator force (``actuatorgravcomp``), zero elsewhere."""
-    from .io._mjcf_convert import gravity_compensation_f_ext
-
-    ids = np.array([base.body_id(b) for b in acts.gravity_compensation_bodies], np.int64)
-    k = acts.gravity_compensation.astype(base.dtype)
-    f_ext = gravity_compensation_f_ext(base, q, ids, k)
-    zero = jnp.zeros(base.nv, base.dtype)
+    ids = np.array([model.body_id(b) for b in acts.gravity_compensation_bodies], np.int64)
+    k = acts.gravity_compensation.astype(model.dtype)
+    f_ext = gravity_compensation_f_ext(model, q, ids, k)
+    zero = jnp.zeros(model.nv, model.dtype)
     # Jᵀ f = ID(q, 0, 0) - ID(q, 0, 0, f): the gravity terms cancel
-    jf = inverse_dynamics(base, q, zero, zero) - inverse_dynamics(base, q, zero, zero, f_ext)
-    mask = np.zeros(base.nv, bool)
+    jf = inverse_dynamics(model, q, zero, zero) - inverse_dynamics(model, q, zero, zero, f_ext)
+    mask = np.zeros(model.nv, bool)
     mask[list(acts.gravity_compensation_dofs)] = True
     return jnp.where(mask, jf, 0.0)
+
+
+def gravity_compensation_f_ext(model, q, ids: np.ndarray, k):
+    """MuJoCo's gravity compensation ``-k · m · g`` at the centres of mass of the bodies
+    ``ids`` (static), as ``f_ext`` `(nbodies, 6)` (world coordinates, at the world origin);
+    ``k`` is an array, so that `jax.grad` reaches it."""
+    R, p = forward_kinematics(model, q)
+    mass = model.inertia[ids, 0]
+    com = model.inertia[ids, 1:4] / jnp.where(mass > 0, mass, 1.0)[:, None]
+    c = jnp.einsum("kij,kj->ki", R[ids], com) + p[ids]
+    f = -(k * mass)[:, None] * model.gravity[None, :]
+    out = jnp.zeros((model.nbodies, 6), model.dtype)
+    return out.at[ids].set(jnp.concatenate([jnp.cross(c, f), f], axis=1))
 
 
 def activation_rate(

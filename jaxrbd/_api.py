@@ -1,24 +1,29 @@
 """The public functions that take a model, each made once from its plain door and its
 coupled variant (`jaxrbd._coupling.dispatch`); `jaxrbd/__init__.py` re-exports them.
 
-A line here is the one place where a public name chooses between a `Model` and a
-`CoupledModel`: ``dispatch(plain, coupled)`` runs ``coupled`` (from `jaxrbd._coupled`) on
-a `CoupledModel`, and ``dispatch(plain)`` raises the shared "not supported for coupled
-models" error (`jaxrbd._coupling.unsupported`). The plain functions never test the
+The tables `COUPLED` and `PLAIN_ONLY` are the one place where a public name chooses
+between a `Model` and a `CoupledModel`: a name in `COUPLED` is ``dispatch(door,
+variant)``, which runs the variant of the same name in `jaxrbd._coupled` on a
+`CoupledModel`; a name in `PLAIN_ONLY` is ``dispatch(door)``, which raises the shared "not
+supported for coupled models" error (`jaxrbd._coupling.unsupported`). The plain functions never test the
 model's kind. The features above this floor (`jaxrbd._integrators`, `jaxrbd.ground`,
 `jaxrbd._forces`, `jaxrbd.estimation`, `jaxrbd.batched`, ...) import the public functions
 from here, so they take a `CoupledModel` wherever their parts do; one of them without a
 coupled variant is decorated ``@dispatch`` where it is defined (`passive_forces`).
 
 Adding a public function ``f(model, ...)``: write it in its module, write its coupled
-variant in `jaxrbd._coupled` (or decide it has none), add ``f = dispatch(...)`` below and
-re-export it in `jaxrbd/__init__.py`; `tests/test_layers.py` calls every public name on
-a `CoupledModel`.
+variant ``f`` in `jaxrbd._coupled` (or decide it has none), add ``"f"`` under its module
+in `COUPLED` (or `PLAIN_ONLY`) and re-export it in `jaxrbd/__init__.py`;
+`tests/test_layers.py` calls every public name on a `CoupledModel`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 from . import (
+    _actuation,
     _configuration,
     _constrained_dynamics,
     _constraints,
@@ -37,100 +42,52 @@ from . import (
 from ._core.checks import warn_deprecated
 from ._coupling import dispatch
 
-# ---------------------------------------------------------------- dynamics
-forward_dynamics = dispatch(_dynamics.forward_dynamics, _coupled.forward_dynamics)
-minv_times = dispatch(_dynamics.minv_times, _coupled.minv_times)
-mass_matrix = dispatch(_dynamics.mass_matrix, _coupled.mass_matrix)
-inverse_dynamics = dispatch(_dynamics.inverse_dynamics, _coupled.inverse_dynamics)
-bias_forces = dispatch(_dynamics.bias_forces, _coupled.bias_forces)
-gravity_forces = dispatch(_dynamics.gravity_forces, _coupled.gravity_forces)
-hybrid_dynamics = dispatch(_hybrid.hybrid_dynamics, _coupled.hybrid_dynamics)
+# ---------------------------------------------------------------- the table
 
-# ---------------------------------------------------------------- configuration space
-integrate = dispatch(_configuration.integrate, _coupled.integrate)
-difference = dispatch(_configuration.difference, _coupled.difference)
-neutral_configuration = dispatch(
-    _configuration.neutral_configuration, _coupled.neutral_configuration
-)
-random_configuration = dispatch(_configuration.random_configuration, _coupled.random_configuration)
+#: the public names with a coupled variant of the same name in `jaxrbd._coupled`, by the
+#: module of their door
+COUPLED = {
+    _dynamics: ("forward_dynamics", "minv_times", "mass_matrix", "inverse_dynamics",
+                "bias_forces", "gravity_forces"),
+    _hybrid: ("hybrid_dynamics",),
+    _configuration: ("integrate", "difference", "neutral_configuration",
+                     "random_configuration"),
+    _kinematics: ("forward_kinematics", "body_velocities", "body_accelerations",
+                  "body_jacobians", "body_velocity", "body_acceleration",
+                  "body_bias_acceleration", "body_jacobian", "point_position", "point_velocity",
+                  "point_acceleration", "point_bias_acceleration", "point_jacobian"),
+    _energy: ("total_mass", "center_of_mass", "center_of_mass_velocity",
+              "center_of_mass_acceleration", "center_of_mass_jacobian", "centroidal_momentum",
+              "centroidal_momentum_matrix", "centroidal_momentum_bias", "kinetic_energy",
+              "potential_energy", "system_inertia"),
+    _zmp: ("zero_moment_point",),
+    _constraints: ("constraint_jacobian", "constraint_bias", "constraint_residual",
+                   "constraint_velocity_residual"),
+    _contacts: ("forward_dynamics_contacts", "contact_impulses"),
+    _actuation: ("actuation",),
+    _constrained_dynamics: ("actuation_mask", "inverse_dynamics_constraints",
+                            "inverse_dynamics_constraints_relaxed"),
+    _derivatives: ("forward_dynamics_derivatives", "inverse_dynamics_derivatives",
+                   "forward_dynamics_parameter_derivatives"),
+    _parameters: ("inverse_dynamics_regressor",),
+}
 
-# ---------------------------------------------------------------- kinematics
-forward_kinematics = dispatch(_kinematics.forward_kinematics, _coupled.forward_kinematics)
-body_velocities = dispatch(_kinematics.body_velocities, _coupled.body_velocities)
-body_accelerations = dispatch(_kinematics.body_accelerations, _coupled.body_accelerations)
-body_jacobians = dispatch(_kinematics.body_jacobians, _coupled.body_jacobians)
-body_velocity = dispatch(_kinematics.body_velocity, _coupled.body_velocity)
-body_acceleration = dispatch(_kinematics.body_acceleration, _coupled.body_acceleration)
-body_bias_acceleration = dispatch(
-    _kinematics.body_bias_acceleration, _coupled.body_bias_acceleration
-)
-body_jacobian = dispatch(_kinematics.body_jacobian, _coupled.body_jacobian)
-point_position = dispatch(_kinematics.point_position, _coupled.point_position)
-point_velocity = dispatch(_kinematics.point_velocity, _coupled.point_velocity)
-point_acceleration = dispatch(_kinematics.point_acceleration, _coupled.point_acceleration)
-point_bias_acceleration = dispatch(
-    _kinematics.point_bias_acceleration, _coupled.point_bias_acceleration
-)
-point_jacobian = dispatch(_kinematics.point_jacobian, _coupled.point_jacobian)
+#: the public names without a coupled variant: a `CoupledModel` gets the shared error
+PLAIN_ONLY = {
+    _ik: ("inverse_kinematics",),
+    _contacts: ("assemble_q", "assemble_qd"),
+    _markers: ("marker_positions", "marker_jacobian", "marker_kinematics"),
+}
 
-# ---------------------------------------------------------------- mass properties, momentum
-total_mass = dispatch(_energy.total_mass, _coupled.total_mass)
-center_of_mass = dispatch(_energy.center_of_mass, _coupled.center_of_mass)
-center_of_mass_velocity = dispatch(
-    _energy.center_of_mass_velocity, _coupled.center_of_mass_velocity
-)
-center_of_mass_acceleration = dispatch(
-    _energy.center_of_mass_acceleration, _coupled.center_of_mass_acceleration
-)
-center_of_mass_jacobian = dispatch(
-    _energy.center_of_mass_jacobian, _coupled.center_of_mass_jacobian
-)
-centroidal_momentum = dispatch(_energy.centroidal_momentum, _coupled.centroidal_momentum)
-centroidal_momentum_matrix = dispatch(
-    _energy.centroidal_momentum_matrix, _coupled.centroidal_momentum_matrix
-)
-centroidal_momentum_bias = dispatch(
-    _energy.centroidal_momentum_bias, _coupled.centroidal_momentum_bias
-)
-kinetic_energy = dispatch(_energy.kinetic_energy, _coupled.kinetic_energy)
-potential_energy = dispatch(_energy.potential_energy, _coupled.potential_energy)
-system_inertia = dispatch(_energy.system_inertia, _coupled.system_inertia)
-zero_moment_point = dispatch(_zmp.zero_moment_point, _coupled.zero_moment_point)
-
-# ---------------------------------------------------------------- constraints and contacts
-constraint_jacobian = dispatch(_constraints.constraint_jacobian, _coupled.constraint_jacobian)
-constraint_bias = dispatch(_constraints.constraint_bias, _coupled.constraint_bias)
-constraint_residual = dispatch(_constraints.constraint_residual, _coupled.constraint_residual)
-constraint_velocity_residual = dispatch(
-    _constraints.constraint_velocity_residual, _coupled.constraint_velocity_residual
-)
-forward_dynamics_contacts = dispatch(
-    _contacts.forward_dynamics_contacts, _coupled.forward_dynamics_contacts
-)
-contact_impulses = dispatch(_contacts.contact_impulses, _coupled.contact_impulses)
-actuation_mask = dispatch(_constrained_dynamics.actuation_mask, _coupled.actuation_mask)
-inverse_dynamics_constraints = dispatch(
-    _constrained_dynamics.inverse_dynamics_constraints, _coupled.inverse_dynamics_constraints
-)
-inverse_dynamics_constraints_relaxed = dispatch(
-    _constrained_dynamics.inverse_dynamics_constraints_relaxed,
-    _coupled.inverse_dynamics_constraints_relaxed,
-)
-
-# ---------------------------------------------------------------- derivatives, parameters
-forward_dynamics_derivatives = dispatch(
-    _derivatives.forward_dynamics_derivatives, _coupled.forward_dynamics_derivatives
-)
-inverse_dynamics_derivatives = dispatch(
-    _derivatives.inverse_dynamics_derivatives, _coupled.inverse_dynamics_derivatives
-)
-forward_dynamics_parameter_derivatives = dispatch(
-    _derivatives.forward_dynamics_parameter_derivatives,
-    _coupled.forward_dynamics_parameter_derivatives,
-)
-inverse_dynamics_regressor = dispatch(
-    _parameters.inverse_dynamics_regressor, _coupled.inverse_dynamics_regressor
-)
+#: public name -> its function (`dispatch` of its door and its coupled variant, or of its
+#: door alone); bound as the names of this module below
+PUBLIC = {
+    **{name: dispatch(getattr(module, name), getattr(_coupled, name))
+       for module, names in COUPLED.items() for name in names},
+    **{name: dispatch(getattr(module, name))
+       for module, names in PLAIN_ONLY.items() for name in names},
+}
+globals().update(PUBLIC)
 
 
 def inverse_dynamics_parameter_derivatives(model, q, qd, qdd):
@@ -141,31 +98,72 @@ def inverse_dynamics_parameter_derivatives(model, q, qd, qdd):
     """
     warn_deprecated("jaxrbd.inverse_dynamics_parameter_derivatives",
                     "jaxrbd.inverse_dynamics_regressor")
-    return inverse_dynamics_regressor(model, q, qd, qdd)
+    return PUBLIC["inverse_dynamics_regressor"](model, q, qd, qdd)
 
 
-# ---------------------------------------------------------------- not for coupled models
-inverse_kinematics = dispatch(_ik.inverse_kinematics)
-assemble_q = dispatch(_contacts.assemble_q)
-assemble_qd = dispatch(_contacts.assemble_qd)
-marker_positions = dispatch(_markers.marker_positions)
-marker_jacobian = dispatch(_markers.marker_jacobian)
-marker_kinematics = dispatch(_markers.marker_kinematics)
+# ---------------------------------------------------------------- the features' kernels
 
 
-# ---------------------------------------------------------------- entries of the features
+class Kernels(NamedTuple):
+    """The parts of a time step on one kind of model, for a state that its feature's door
+    (`jaxrbd.step`, `jaxrbd.ground.step`, ...) has checked once: no argument checks, no
+    kind tests inside. Get them with `kernels`; each takes the model first."""
+
+    #: ``(model, q, qd, tau) -> qdd`` (no ``f_ext``)
+    forward_dynamics: Callable
+    #: ``(model, q) -> H (nv, nv)``
+    mass_matrix: Callable
+    #: ``(model, q, qd) -> C (nv,)`` (no ``f_ext``)
+    bias_forces: Callable
+    #: ``(model, q, p (K, 3), bodies) -> (K, 3)``: world positions of body points
+    point_positions: Callable
+    #: ``(model, q, p (K, 3), bodies) -> (K, 6, nv)``: `body_jacobian`, ``frame="world"``
+    world_jacobians: Callable
+    #: ``(model, q, v, dt) -> q (+) v dt`` on the joint manifolds
+    move: Callable
+    #: ``(model, q, v_move, v_end, dt) -> (q, v)``: a time step's move
+    #: (`jaxrbd._configuration.advance`)
+    advance: Callable
+    #: ``(model, v) -> (nv,)``: `jaxrbd._configuration.frame_rate`
+    frame_rate: Callable
+    #: whether ``forward_dynamics`` runs the analytic rule, whose derivative matrices
+    #: carry `jaxrbd._dynamics.DERIVATIVE_MATRICES` (the RK4 stages' checkpoints)
+    analytic_rule: bool
 
 
-#: ``q (+) v dt`` for a state the caller has checked (the integrators' stages); a
-#: `CoupledModel` goes through its public `integrate`
-move = dispatch(_configuration.move, _coupled.integrate)
+_PLAIN = Kernels(
+    forward_dynamics=lambda model, q, qd, tau: _dynamics.forward_dynamics_rule(
+        model, q, qd, tau, None, "aba"),
+    mass_matrix=_dynamics.mass_matrix_rule,
+    bias_forces=_dynamics.bias_forces_rule,
+    point_positions=_kinematics.point_positions,
+    world_jacobians=_kinematics.world_jacobians,
+    move=_configuration.move,
+    advance=_configuration.advance,
+    frame_rate=_configuration.frame_rate,
+    analytic_rule=True,
+)
+
+_COUPLED = Kernels(
+    forward_dynamics=_coupled.forward_dynamics_kernel,
+    mass_matrix=_coupled.mass_matrix_kernel,
+    bias_forces=_coupled.bias_forces_kernel,
+    point_positions=_coupled.point_positions,
+    world_jacobians=_coupled.world_jacobians,
+    move=_coupled.move,
+    advance=_coupled.advance,
+    frame_rate=_coupled.frame_rate,
+    analytic_rule=False,
+)
 
 
-def advance(model, q, v_move, v_end, dt):
-    """`jaxrbd._configuration.advance` (a time step's move, free joints kept straight)
-    with the ``move`` of ``model``'s kind."""
-    return _configuration.advance(model, q, v_move, v_end, dt, mover=move)
+def _plain_kernels(model) -> Kernels:
+    return _PLAIN
 
-#: whether `forward_dynamics` of ``model`` runs the analytic rule, whose derivative
-#: matrices carry `jaxrbd._dynamics.DERIVATIVE_MATRICES` (the RK4 stages' checkpoints)
-has_analytic_rule = dispatch(lambda model: True, lambda model: False)
+
+def _coupled_kernels(cm) -> Kernels:
+    return _COUPLED
+
+
+#: ``kernels(model)``: the `Kernels` of ``model``'s kind (one model check, one kind test)
+kernels = dispatch(_plain_kernels, _coupled_kernels)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._core.host_rotation import rpy_matrix
+
 __all__ = [
     "Body", "Transform", "check_inertia", "inertia_inconsistency", "INERTIA_CHECKS",
     "NEGATIVE_MOMENT_RTOL", "mass_matrix_bound",
@@ -178,16 +180,7 @@ class Transform:
     @classmethod
     def from_rpy(cls, rpy: Sequence[float], translation: Sequence[float] = (0.0, 0.0, 0.0)):
         """From URDF roll-pitch-yaw angles: ``R = Rz(yaw) Ry(pitch) Rx(roll)``."""
-        r, p, y = (float(a) for a in rpy)
-        cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-        R = np.array(
-            [
-                [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-                [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-                [-sp, cp * sr, cp * cr],
-            ]
-        )
-        return cls(rotation=R, translation=translation)
+        return cls(rotation=rpy_matrix(rpy), translation=translation)
 
     def arrays(self, name: str = "?") -> tuple[np.ndarray, np.ndarray]:
         """Checked ``(rotation (3, 3), translation (3,))`` as float64 numpy."""

@@ -18,7 +18,7 @@ from ._core.rotation import (
     so3_left_jacobian_inv,
     so3_left_jacobian_mv,
 )
-from ._core.rows import take_rows
+from ._core.rows import place_rows, take_rows
 
 __all__ = ["integrate", "difference", "neutral_configuration", "random_configuration"]
 
@@ -80,32 +80,16 @@ def tangent_of_coordinates(model, q, dq):
     return take_rows(jnp.concatenate(parts), order)
 
 
-def _free_rows(model):
-    """Static rows of every free joint in the model's own ``q`` and ``v`` (a coupled
-    model's independent coordinates: a free joint is never coupled): ``(p (J, 3),
-    quat (J, 4), w (J, 3), lin (J, 3))``."""
-    base = getattr(model, "base", model)
-    qs, vs = _blocks(base, ("free",))
-    rows = (qs[:, None] + np.arange(3), qs[:, None] + 3 + np.arange(4),
+def free_rows(model):
+    """Static rows of every free joint of a plain model in ``q`` and ``v``: ``(p (J, 3),
+    quat (J, 4), w (J, 3), lin (J, 3))`` (`jaxrbd._coupled.free_rows` maps them to a
+    `CoupledModel`'s independent coordinates)."""
+    qs, vs = _blocks(model, ("free",))
+    return (qs[:, None] + np.arange(3), qs[:, None] + 3 + np.arange(4),
             vs[:, None] + np.arange(3), vs[:, None] + 3 + np.arange(3))
-    if base is model:
-        return rows
-    q_at = {b: i for i, b in enumerate(model.independent_q)}
-    v_at = {b: i for i, b in enumerate(model.independent_v)}
-    lookup = (q_at, q_at, v_at, v_at)
-    return tuple(np.vectorize(m.__getitem__, otypes=[np.int64])(r) if r.size else r
-                 for m, r in zip(lookup, rows))
 
 
-def _replace_rows(x, idx, vals):
-    """``x`` with rows ``idx`` (static, ``(k,)``) replaced by ``vals (k,)``, assembled from
-    slices (`take_rows`), so that the derivative is slices and pads, not a scatter."""
-    table = np.arange(x.shape[0])
-    table[np.asarray(idx).reshape(-1)] = x.shape[0] + np.arange(np.size(idx))
-    return take_rows(jnp.concatenate([x, vals.reshape(-1).astype(x.dtype)]), table)
-
-
-def frame_rate(model, v):
+def frame_rate(model, v, rows=None):
     """``(nv,)``: ``w x v_lin`` in the linear rows of every free joint, zero elsewhere.
 
     A free joint's linear velocity ``v_lin`` is in body coordinates, which turn with the
@@ -113,15 +97,16 @@ def frame_rate(model, v):
     ``qdd``, this gives the rate of the velocity in coordinates frozen at the start of a
     time step, the coordinates in which `advance` takes the velocity.
     """
-    _, _, w_rows, lin_rows = _free_rows(model)
+    _, _, w_rows, lin_rows = free_rows(model) if rows is None else rows
     if not w_rows.size:
         return jnp.zeros_like(v)
     w = take_rows(v, w_rows.reshape(-1)).reshape(-1, 3)
     lin = take_rows(v, lin_rows.reshape(-1)).reshape(-1, 3)
-    return _replace_rows(jnp.zeros_like(v), lin_rows, jnp.cross(w, lin))
+    return place_rows(v.shape[0], [(lin_rows, jnp.cross(w, lin).reshape(-1))], jnp.zeros_like(v),
+                      slices=True)
 
 
-def advance(model, q, v_move, v_end, dt, mover=None):
+def advance(model, q, v_move, v_end, dt, mover=None, rows=None):
     """One time step's move of the configuration, with free joints kept straight.
 
     ``q`` moves along ``v_move dt`` on the joint manifolds, except that a free joint's
@@ -137,24 +122,30 @@ def advance(model, q, v_move, v_end, dt, mover=None):
     Args:
         q: `(nq,)`. v_move, v_end: `(nv,)`. dt: scalar [s].
         mover: ``mover(model, q, v, dt)``, the move on the joint manifolds (default
-            `move`; `jaxrbd._api.advance` passes a `CoupledModel`'s).
+            `move`).
+        rows: the free joints' rows in ``q`` and ``v`` (default `free_rows`; the
+            coupled variant, `jaxrbd._coupled.advance`, passes its own and its ``mover``).
 
     Returns:
         ``(q+, v+)``: `(nq,)` and `(nv,)`.
     """
     q1 = (move if mover is None else mover)(model, q, v_move, dt)
-    p_rows, quat_rows, w_rows, lin_rows = _free_rows(model)
+    p_rows, quat_rows, w_rows, lin_rows = free_rows(model) if rows is None else rows
     if not p_rows.size:
         return q1, v_end
     p = take_rows(q, p_rows.reshape(-1)).reshape(-1, 3).T
     unit = normalize_quat(take_rows(q, quat_rows.reshape(-1)).reshape(-1, 4).T)
     w = take_rows(v_move, w_rows.reshape(-1)).reshape(-1, 3).T * dt
     lin = take_rows(v_move, lin_rows.reshape(-1)).reshape(-1, 3).T
-    q1 = _replace_rows(q1, p_rows, (p + quat_rotate(unit, lin) * dt).T)
+    # placed from slices (not a scatter): the transpose under `jax.grad` is pads
+    q1 = place_rows(q1.shape[0], [(p_rows, (p + quat_rotate(unit, lin) * dt).T.reshape(-1))], q1,
+                    slices=True)
     # turn by exp(-w dt): the rotation of the conjugate quaternion
     back = exp_quat(-w)
     end = take_rows(v_end, lin_rows.reshape(-1)).reshape(-1, 3).T
-    return q1, _replace_rows(v_end, lin_rows, quat_rotate(back, end).T)
+    v1 = place_rows(v_end.shape[0], [(lin_rows, quat_rotate(back, end).T.reshape(-1))], v_end,
+                    slices=True)
+    return q1, v1
 
 
 def move(model, q, v, dt):

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import (
+    _actuation,
     _configuration,
     _constrained_dynamics,
     _constraints,
@@ -42,10 +43,27 @@ from ._dynamics import check_derivatives
 # ---------------------------------------------------------------- dynamics
 
 
+def mass_matrix_kernel(cm, q):
+    """``Aᵀ H_full A`` for a checked ``q``."""
+    return reduce_matrix(cm, _dynamics.mass_matrix_rule(cm.base, expand_q(cm, q)))
+
+
+def bias_forces_kernel(cm, q, qd):
+    """``Aᵀ C_full`` (no ``f_ext``) for checked ``q``, ``qd``."""
+    return reduce_forces(cm, _dynamics.bias_forces_rule(cm.base, expand_q(cm, q), expand_v(cm, qd)))
+
+
+def forward_dynamics_kernel(cm, q, qd, tau):
+    """The Cholesky solve of ``H qdd = tau - C`` for checked arguments (no ``f_ext``)."""
+    H = mass_matrix_kernel(cm, q)
+    C = bias_forces_kernel(cm, q, qd)
+    return linalg.cho_solve(linalg.cholesky(H), tau - C)
+
+
 def mass_matrix(cm, q, *, derivatives="analytic"):
     check_derivatives(derivatives)  # coupled models differentiate by AD either way
     (q,) = check_state(cm, q=q)
-    return reduce_matrix(cm, _dynamics.mass_matrix(cm.base, expand_q(cm, q)))
+    return mass_matrix_kernel(cm, q)
 
 
 def inverse_dynamics(cm, q, qd, qdd, f_ext=None, *, derivatives="analytic"):
@@ -58,6 +76,8 @@ def inverse_dynamics(cm, q, qd, qdd, f_ext=None, *, derivatives="analytic"):
 def bias_forces(cm, q, qd, f_ext=None, *, derivatives="analytic"):
     check_derivatives(derivatives)  # coupled models differentiate by AD either way
     q, qd = check_state(cm, q=q, qd=qd)
+    if f_ext is None:
+        return bias_forces_kernel(cm, q, qd)
     return reduce_forces(cm, _dynamics.bias_forces(cm.base, expand_q(cm, q), expand_v(cm, qd), f_ext))
 
 
@@ -72,7 +92,9 @@ def forward_dynamics(cm, q, qd, tau, f_ext=None, method="aba", *, derivatives="a
     if method not in ("aba", "crba"):
         raise ValueError(f"method {method!r}, expected 'aba' or 'crba'")
     q, qd, tau = check_state(cm, q=q, qd=qd, tau=tau)
-    H = mass_matrix(cm, q)
+    if f_ext is None:
+        return forward_dynamics_kernel(cm, q, qd, tau)
+    H = mass_matrix_kernel(cm, q)
     C = bias_forces(cm, q, qd, f_ext)
     return linalg.cho_solve(linalg.cholesky(H), tau - C)
 
@@ -157,6 +179,12 @@ def inverse_dynamics_regressor(cm, q, qd, qdd, *, armature=False):
 # ---------------------------------------------------------------- configurations
 
 
+def move(cm, q, v, dt):
+    """``q (+) v dt`` on the full tree for a checked state (`jaxrbd._configuration.move`)."""
+    qf = _configuration.move(cm.base, expand_q(cm, q), expand_v(cm, v), dt)
+    return qf[np.asarray(cm.independent_q, np.int64)]
+
+
 def integrate(cm, q, v, dt=1.0):
     q, v = check_state(cm, q=q, v=v)
     qf = _configuration.integrate(cm.base, expand_q(cm, q), expand_v(cm, v), dt)
@@ -168,6 +196,24 @@ def difference(cm, q0, q1):
     q1 = check_vector("q1", q1, cm.nq, "model.nq", cm.dtype)
     dv = _configuration.difference(cm.base, expand_q(cm, q0), expand_q(cm, q1))
     return dv[np.asarray(cm.independent_v, np.int64)]
+
+
+def free_rows(cm):
+    """`jaxrbd._configuration.free_rows` in the independent coordinates (a free joint is
+    never coupled, so each of its rows is one)."""
+    q_at = {b: i for i, b in enumerate(cm.independent_q)}
+    v_at = {b: i for i, b in enumerate(cm.independent_v)}
+    lookup = (q_at, q_at, v_at, v_at)
+    return tuple(np.vectorize(m.__getitem__, otypes=[np.int64])(r) if r.size else r
+                 for m, r in zip(lookup, _configuration.free_rows(cm.base)))
+
+
+def frame_rate(cm, v):
+    return _configuration.frame_rate(cm, v, rows=free_rows(cm))
+
+
+def advance(cm, q, v_move, v_end, dt):
+    return _configuration.advance(cm, q, v_move, v_end, dt, mover=move, rows=free_rows(cm))
 
 
 def neutral_configuration(cm):
@@ -218,6 +264,16 @@ def _jacobian(plain):
         return reduce_cols(cm, plain(cm.base, *_full_state(cm, q), *args, **kwargs))
 
     return functools.wraps(plain)(f)
+
+
+def point_positions(cm, q, p, bodies):
+    """`jaxrbd._kinematics.point_positions` for a checked ``q``."""
+    return _kinematics.point_positions(cm.base, expand_q(cm, q), p, bodies)
+
+
+def world_jacobians(cm, q, p, bodies):
+    """`jaxrbd._kinematics.world_jacobians` for a checked ``q``: ``J_full A``."""
+    return reduce_cols(cm, _kinematics.world_jacobians(cm.base, expand_q(cm, q), p, bodies))
 
 
 forward_kinematics = _position_only(_kinematics.forward_kinematics)
@@ -286,6 +342,16 @@ def contact_impulses(cm, q, qd_minus, constraints, restitution=0.0, method="kkt"
         method, rcond, check_rank, H, G, H @ qd_minus, -e * (G @ qd_minus), "contact_impulses"
     )
     return (qd_plus, Lam) if return_impulses else qd_plus
+
+
+# ---------------------------------------------------------------- actuators
+
+
+def actuation(cm, q, qd, ctrl, actuators, act=None):
+    """`jaxrbd.actuation` on the full tree (whose DoFs the actuators name), ``Aᵀ tau``."""
+    q, qd = check_state(cm, q=q, qd=qd)
+    tau = _actuation.actuation(cm.base, expand_q(cm, q), expand_v(cm, qd), ctrl, actuators, act)
+    return reduce_forces(cm, tau)
 
 
 # ---------------------------------------------------------------- constrained inverse dynamics

@@ -319,6 +319,12 @@ def minv_times_rule(model, q, tau):
     return _minv(model, q, tau)
 
 
+def bias_forces_rule(model, q, qd):
+    """`jaxrbd.bias_forces` (no ``f_ext``) for checked ``q``, ``qd``, with the analytic
+    JVP rule."""
+    return inverse_dynamics_rule(model, q, qd, jnp.zeros_like(qd), None)
+
+
 # ------------------------------------------------------------------ the doors
 
 

@@ -20,9 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._api import body_jacobian, point_position
+from ._api import Kernels, kernels
 from ._core.checks import as_float
-from .io._mjcf import _compile, _quat_R
+from ._core.host_rotation import quat_matrix
+from .io._mjcf import _compile
 
 __all__ = [
     "AbstractTerrain",
@@ -377,7 +378,7 @@ def _geom_spheres(m, g, cylinder_points):
     import mujoco  # optional dependency (extra: mjcf)
 
 
-    R, pos = _quat_R(m.geom_quat[g]), np.asarray(m.geom_pos[g], dtype=float)
+    R, pos = quat_matrix(m.geom_quat[g]), np.asarray(m.geom_pos[g], dtype=float)
     size, kind, G = np.asarray(m.geom_size[g], dtype=float), int(m.geom_type[g]), mujoco.mjtGeom
     if kind == G.mjGEOM_SPHERE:
         local, r = np.zeros((1, 3)), size[0]
@@ -618,14 +619,14 @@ def contact_frames(model, q, contacts, terrain):
         q = as_float("q", q, model.dtype)
         if q.shape != (model.nq,):
             raise ValueError(f"q has shape {q.shape}, expected ({model.nq},) = (model.nq,)")
-        return _frames(model, q, contacts, terrain)[:4]
+        return _frames(model, kernels(model), q, contacts, terrain)[:4]
 
 
-def _frames(model, q, contacts, terrain):
+def _frames(model, k: Kernels, q, contacts, terrain):
     dtype = model.dtype
     pts = contacts.points.astype(dtype)
     rad = contacts.radius.astype(dtype)
-    centre = point_position(model, q, list(contacts.bodies), pts)
+    centre = k.point_positions(model, q, pts, contacts.bodies)
     dist, n, mu = jax.vmap(terrain.query)(centre)
     frame = jax.vmap(tangent_basis)(n)
     gap = dist - rad
@@ -633,14 +634,15 @@ def _frames(model, q, contacts, terrain):
     return gap, frame, mu, position, centre
 
 
-def contact_jacobian(model, q, contacts, terrain):
+def contact_jacobian(model, k: Kernels, q, contacts, terrain):
     """``(gap, frame, mu, G)``: `contact_frames` and the contact Jacobian `(3K, nv)`,
     whose rows ``3k..3k+2`` map ``qd`` to the velocity of point ``k``'s contact point
-    along ``[n; t1; t2]`` (the sphere's rolling included)."""
-    gap, frame, mu, _, _ = _frames(model, q, contacts, terrain)
+    along ``[n; t1; t2]`` (the sphere's rolling included), for a checked ``q``, through
+    the kernels ``k`` of the model's kind."""
+    gap, frame, mu, _, _ = _frames(model, k, q, contacts, terrain)
     pts = contacts.points.astype(model.dtype)
     rad = contacts.radius.astype(model.dtype)
-    J = body_jacobian(model, q, list(contacts.bodies), pts, frame="world")  # (K, 6, nv) [w; v]
+    J = k.world_jacobians(model, q, pts, contacts.bodies)  # (K, 6, nv) [w; v]
     Jw, Jv = J[:, :3, :], J[:, 3:, :]
     # v_contact = v_centre + w x (-r n) = v_centre + (r n) x w
     rn = rad[:, None] * frame[:, 0, :]

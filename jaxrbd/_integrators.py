@@ -25,8 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._api import advance, forward_dynamics, has_analytic_rule, move
-from ._configuration import frame_rate
+from ._api import Kernels, kernels
 from ._core.checks import as_float, check_state, check_vector
 from ._core.sharding import blocked_over_devices, check_devices
 from ._dynamics import DERIVATIVE_MATRICES
@@ -154,16 +153,16 @@ def _check_checkpoint(checkpoint, n):
 # ---------------------------------------------------------------- integrators
 
 
-def _euler(model, accel, q, qd, tau, dt):
+def _euler(model, kern: Kernels, accel, q, qd, tau, dt):
     # the velocity update in coordinates frozen at the start of the step (free joints'
     # linear velocities do not turn with the body during it), see `advance`
-    qd1 = qd + dt * (accel(q, qd, tau) + frame_rate(model, qd))
-    return advance(model, q, qd, qd1, dt)
+    qd1 = qd + dt * (accel(q, qd, tau) + kern.frame_rate(model, qd))
+    return kern.advance(model, q, qd, qd1, dt)
 
 
-def _semi_implicit_euler(model, accel, q, qd, tau, dt):
-    qd1 = qd + dt * (accel(q, qd, tau) + frame_rate(model, qd))
-    return advance(model, q, qd1, qd1, dt)
+def _semi_implicit_euler(model, kern: Kernels, accel, q, qd, tau, dt):
+    qd1 = qd + dt * (accel(q, qd, tau) + kern.frame_rate(model, qd))
+    return kern.advance(model, q, qd1, qd1, dt)
 
 
 #: CF4 stage table, one row per stage: the stage's step fraction ``c``, whether it starts
@@ -180,7 +179,7 @@ _CF4 = np.array(
 )
 
 
-def _rk4(model, accel, q, qd, tau, dt, remat_stages=False):
+def _rk4(model, kern: Kernels, accel, q, qd, tau, dt, remat_stages=False):
     """CF4 (Celledoni-Marthinsen-Owren 2003, classical RK4 coefficients).
 
     Stage velocities ``v_i`` are the frozen directions. Stage 4 starts from stage 2's
@@ -207,7 +206,7 @@ def _rk4(model, accel, q, qd, tau, dt, remat_stages=False):
         c, from_q2, w1, w2, wa = row[0], row[1], row[2], row[3], row[4]
         base = jnp.where(from_q2 > 0, q2, q)
         direction = v_prev - from_q2 * 0.5 * v1
-        q_s = move(model, base, direction, c * dt)
+        q_s = kern.move(model, base, direction, c * dt)
         v_s = qd + (c * dt) * a_prev
         a_s = accel(q_s, v_s, tau)
         v1 = jnp.where(k == 0, v_s, v1)
@@ -221,7 +220,7 @@ def _rk4(model, accel, q, qd, tau, dt, remat_stages=False):
     (_, _, _, _, first, second, a_sum, _), _ = jax.lax.scan(stage, init, table)
     # the two exponentials in a scan too: one more copy of the move, not two; recomputed
     # in reverse mode from the scan's inputs rather than stored (dozens of small residuals)
-    compose = jax.checkpoint(lambda q_, v: (move(model, q_, v, dt), None))
+    compose = jax.checkpoint(lambda q_, v: (kern.move(model, q_, v, dt), None))
     q_new, _ = jax.lax.scan(compose, q, jnp.stack([first, second]))
     return q_new, qd + dt * a_sum
 
@@ -236,22 +235,24 @@ _STEPS = {"euler": _euler, "semi_implicit_euler": _semi_implicit_euler, "rk4": _
 
 
 def _stepper(model, integrator, forces, dynamics) -> Callable:
-    """``(q, qd, tau, dt) -> (q, qd)`` for checked arguments."""
+    """``(q, qd, tau, dt) -> (q, qd)`` for checked arguments: the kernels of ``model``'s
+    kind (`jaxrbd._api.kernels`), chosen once."""
+    kern = kernels(model)
 
     def accel(q, qd, tau):
         for i, f in enumerate(forces):
             tau = tau + _result(f"forces[{i}]", f(model, q, qd), model)
         if dynamics is None:
-            return forward_dynamics(model, q, qd, tau)
+            return kern.forward_dynamics(model, q, qd, tau)
         return _result("dynamics", dynamics(model, q, qd, tau), model)
 
     method = _STEPS[integrator]
     if method is _rk4:
         # the stages keep only the rule's derivative matrices for reverse mode when the
         # dynamics are jaxrbd's (a user's `dynamics` would be recomputed in full)
-        remat = dynamics is None and has_analytic_rule(model)
-        return lambda q, qd, tau, dt: _rk4(model, accel, q, qd, tau, dt, remat_stages=remat)
-    return lambda q, qd, tau, dt: method(model, accel, q, qd, tau, dt)
+        remat = dynamics is None and kern.analytic_rule
+        return lambda q, qd, tau, dt: _rk4(model, kern, accel, q, qd, tau, dt, remat_stages=remat)
+    return lambda q, qd, tau, dt: method(model, kern, accel, q, qd, tau, dt)
 
 
 def step(model, q, qd, tau, dt, integrator="rk4", *, forces=(), dynamics=None):

@@ -358,7 +358,13 @@ def point_position(model, q, body, point=None):
         bodies, single = resolve_bodies(model, body)
         (q,) = check_state(model, q=q)
         p = resolve_points(model, point, len(bodies), single)
-        return _out(run_native(_point_position, model, (q, p), (tuple(bodies),)), single)
+        return _out(point_positions(model, q, p, bodies), single)
+
+
+def point_positions(model, q, p, bodies):
+    """`point_position` for a checked ``q``, points ``p (K, 3)`` in the coordinates of the
+    static body ids ``bodies (K,)``: `(K, 3)` world positions [m]."""
+    return run_native(_point_position, model, (q, p), (tuple(bodies),))
 
 
 def _point_position(model, q, p, bodies):
@@ -580,3 +586,9 @@ def body_jacobian(model, q, body, point=None, frame="world"):
         )
         arrays = (q,) if p is None else (q, p)
         return _out(run_native(_jacobians, model, arrays, (tuple(bodies), frame)), single)
+
+
+def world_jacobians(model, q, p, bodies):
+    """`body_jacobian` with ``frame="world"`` for a checked ``q``, points ``p (K, 3)`` of
+    the static body ids ``bodies (K,)``: `(K, 6, nv)`, rows ``[ω; v_point]``."""
+    return run_native(_jacobians, model, (q, p), (tuple(bodies), "world"))

@@ -18,6 +18,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from ._core.host_rotation import matrix_to_wxyz, quat_matrix, rpy_matrix
+
 __all__ = [
     "Visual",
     "matrix_to_wxyz",
@@ -62,52 +64,6 @@ def _trimesh():
             f"importing it failed with: {e}"
         ) from e
     return trimesh
-
-
-# ---------------------------------------------------------------- rotations
-
-
-def rpy_matrix(rpy) -> np.ndarray:
-    """URDF roll-pitch-yaw: ``R = Rz(yaw) Ry(pitch) Rx(roll)``."""
-    r, p, y = rpy
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    return np.array([
-        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-        [-sp, cp * sr, cp * cr],
-    ])
-
-
-def quat_matrix(wxyz) -> np.ndarray:
-    """Rotation matrix of a unit quaternion ``(w, x, y, z)``."""
-    w, x, y, z = np.asarray(wxyz, dtype=float) / np.linalg.norm(wxyz)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-def matrix_to_wxyz(R: np.ndarray) -> np.ndarray:
-    """Unit quaternions ``(..., 4)`` ``(w, x, y, z)``, ``w >= 0``, of rotation matrices
-    ``(..., 3, 3)`` (Shepperd's method: the largest of the four candidates, stable)."""
-    R = np.asarray(R, dtype=float)
-    m00, m11, m22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
-    cand = np.stack([1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22,
-                     1 - m00 - m11 + m22], axis=-1)
-    k = np.argmax(cand, axis=-1)
-    s = np.sqrt(np.maximum(np.take_along_axis(cand, k[..., None], -1)[..., 0], 1e-300)) * 2
-    d21, d02, d10 = R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]
-    s21, s02, s10 = R[..., 2, 1] + R[..., 1, 2], R[..., 0, 2] + R[..., 2, 0], R[..., 1, 0] + R[..., 0, 1]
-    q = np.select(
-        [k[..., None] == 0, k[..., None] == 1, k[..., None] == 2],
-        [np.stack([s / 4, d21 / s, d02 / s, d10 / s], -1),
-         np.stack([d21 / s, s / 4, s10 / s, s02 / s], -1),
-         np.stack([d02 / s, s10 / s, s / 4, s21 / s], -1)],
-        np.stack([d10 / s, s02 / s, s21 / s, s / 4], -1),
-    )
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    return np.where(q[..., :1] < 0, -q, q)
 
 
 # ---------------------------------------------------------------- primitives

@@ -57,9 +57,9 @@ from ._api import inverse_dynamics_regressor as _inverse_dynamics_regressor
 from ._api import mass_matrix as _mass_matrix
 from ._core.checks import as_float, warn_deprecated
 from ._core.sharding import check_devices, resolve_devices, shard_batch
+from ._coupling import dispatch
 from ._integrators import rollout_batched as _rollout_batched
 from ._jit import jit as _jit
-from ._model import is_coupled
 from .ground import rollout_batched as _ground_rollout_batched
 
 __all__ = [
@@ -147,12 +147,19 @@ def n_models(model):
     return shape[0] if len(shape) == 2 else None
 
 
-def _states(model, F_ext=None, **arrays):
+def _states_plain(model, F_ext=None, **arrays):
     """Check batch-first states (and ``F_ext``) against a single model; a stacked batch
-    is checked per model, and a `CoupledModel` by its public functions."""
-    if n_models(model) is None and not is_coupled(model):
+    is checked per model."""
+    if n_models(model) is None:
         (first, *_) = _batch(model, **arrays)
         _f_ext(model, F_ext, first.shape[0])
+
+
+def _checked_per_state(cm, F_ext=None, **arrays):
+    """A `CoupledModel`'s states are checked by its public functions, state by state."""
+
+
+_states = dispatch(_states_plain, _checked_per_state)
 
 
 def _vmap(fn, model, *arrays):

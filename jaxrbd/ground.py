@@ -28,8 +28,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from ._api import advance, bias_forces, mass_matrix
-from ._configuration import frame_rate
+from ._api import Kernels, kernels
 from ._core import linalg as _linalg
 from ._core.backend import contact_block
 from ._core.checks import as_float, check_state, check_vector
@@ -237,10 +236,10 @@ def _contact_model(contact_model):
 # ---------------------------------------------------------------- shared terms
 
 
-def _free_motion(model, q, qd, tau, contacts, terrain):
-    gap, frame, mu, G = contact_jacobian(model, q, contacts, terrain)
-    H = mass_matrix(model, q)
-    C = bias_forces(model, q, qd)
+def _free_motion(model, k: Kernels, q, qd, contacts, terrain):
+    gap, frame, mu, G = contact_jacobian(model, k, q, contacts, terrain)
+    H = k.mass_matrix(model, q)
+    C = k.bias_forces(model, q, qd)
     return gap, frame, mu, G, H, C
 
 
@@ -254,12 +253,12 @@ def _delassus(L, G, reg):
     return A + jnp.diag(R), Y
 
 
-def _hard_terms(model, q, qd, tau, dt, contacts, terrain, p):
-    gap, frame, mu, G, H, C = _free_motion(model, q, qd, tau, contacts, terrain)
+def _hard_terms(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
+    gap, frame, mu, G, H, C = _free_motion(model, k, q, qd, contacts, terrain)
     L = _linalg.cholesky(H)
     A, Y = _delassus(L, G, p.regularization.astype(q.dtype))
     # the free velocity in coordinates frozen at the start of the step (`advance`)
-    v_free = qd + dt * (_linalg.cho_solve(L, tau - C) + frame_rate(model, qd))
+    v_free = qd + dt * (_linalg.cho_solve(L, tau - C) + k.frame_rate(model, qd))
     un0 = (G @ qd)[0::3]
     e = p.restitution.astype(q.dtype)
     t_pos = jnp.where(gap >= 0, -gap / dt, -p.baumgarte.astype(q.dtype) * gap / dt)
@@ -270,11 +269,11 @@ def _hard_terms(model, q, qd, tau, dt, contacts, terrain, p):
     return gap, frame, mu, A, c, L, Y, v_free
 
 
-def _step_hard(model, q, qd, tau, dt, contacts, terrain, p, lam0):
-    gap, frame, mu, A, c, L, Y, v_free = _hard_terms(model, q, qd, tau, dt, contacts, terrain, p)
+def _step_hard(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p, lam0):
+    gap, frame, mu, A, c, L, Y, v_free = _hard_terms(model, k, q, qd, tau, dt, contacts, terrain, p)
     lam, res, its = solve(p.solver, p.iterations, p.admm_rho, p.tolerance, A, c, mu, lam0)
     qd1 = v_free + _linalg.solve_triangular(L, Y @ lam, lower=True, trans=True)
-    q1, qd1 = advance(model, q, qd1, qd1, dt)
+    q1, qd1 = k.advance(model, q, qd1, qd1, dt)
     force = lam.reshape(-1, 3) / dt
     res = jax.lax.stop_gradient(res)
     # with tolerance 0 the solver runs a fixed count: judge it by the default tolerance
@@ -295,8 +294,8 @@ def _compliant_law(p, gap, u, mu):
     return jnp.concatenate([fn[None], ft])
 
 
-def _step_compliant(model, q, qd, tau, dt, contacts, terrain, p):
-    gap, frame, mu, G, H, C = _free_motion(model, q, qd, tau, contacts, terrain)
+def _step_compliant(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
+    gap, frame, mu, G, H, C = _free_motion(model, k, q, qd, contacts, terrain)
     K = gap.shape[0]
     u = (G @ qd).reshape(K, 3)
 
@@ -318,7 +317,7 @@ def _step_compliant(model, q, qd, tau, dt, contacts, terrain, p):
     Hhat = H + dt * GtDG
     # the velocity in coordinates frozen at the start of the step (`advance`): the drift
     # of free joints' body-frame velocities, dt * frame_rate, is explicit
-    drift = dt * frame_rate(model, qd)
+    drift = dt * k.frame_rate(model, qd)
     rhs = tau - C + G.T @ f0.reshape(-1) - GtDG @ drift
     if p.linearization == "full":
         dv = lu_solve(Hhat, rhs)
@@ -327,7 +326,7 @@ def _step_compliant(model, q, qd, tau, dt, contacts, terrain, p):
     qd1 = qd + drift + dt * dv
     du = (G @ (qd1 - qd)).reshape(K, 3)
     force = f0 - jnp.einsum("kij,kj->ki", D, du)
-    q1, qd1 = advance(model, q, qd1, qd1, dt)
+    q1, qd1 = k.advance(model, q, qd1, qd1, dt)
     return q1, qd1, ContactInfo(
         force=force, frame=frame, gap=gap, active=force[:, 0] > 0,
         residual=jnp.zeros((), q.dtype), iterations=jnp.zeros((), jnp.int32),
@@ -335,9 +334,11 @@ def _step_compliant(model, q, qd, tau, dt, contacts, terrain, p):
 
 
 def _advance(model, q, qd, tau, dt, contacts, terrain, p, lam0):
+    """One step for checked arguments, through the kernels of ``model``'s kind."""
+    k = kernels(model)
     if isinstance(p, HardContact):
-        return _step_hard(model, q, qd, tau, dt, contacts, terrain, p, lam0)
-    return _step_compliant(model, q, qd, tau, dt, contacts, terrain, p)
+        return _step_hard(model, k, q, qd, tau, dt, contacts, terrain, p, lam0)
+    return _step_compliant(model, k, q, qd, tau, dt, contacts, terrain, p)
 
 
 def _checked(model, contacts, terrain, contact_model):
@@ -547,7 +548,8 @@ def contact_problem(model, q, qd, tau, dt, contacts, terrain, contact_model="har
             raise TypeError("contact_problem is defined for the hard contact model")
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         dt = _check_dt(dt, model.dtype)
-        _, _, mu, A, c, _, _, _ = _hard_terms(model, q, qd, tau, dt, contacts, terrain, p)
+        _, _, mu, A, c, _, _, _ = _hard_terms(model, kernels(model), q, qd, tau, dt, contacts,
+                                              terrain, p)
         return A, c, mu
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _viewer_geometry as geo
 from ._api import neutral_configuration
+from ._core.host_rotation import quat_rpy, rpy_quat
 from ._viewer_common import (
     Surface,
     as_configurations,
@@ -513,7 +514,7 @@ class Viewer:
                             c = float(q0[pos + k])
                             handles.append(gui.add_slider(f"{name} {axis} [m]", min=c - 2.0,
                                                           max=c + 2.0, step=1e-3, initial_value=c))
-                    rpy0 = _quat_to_rpy(q0[quat:quat + 4])
+                    rpy0 = quat_rpy(q0[quat:quat + 4])
                     for k, axis in enumerate(("roll", "pitch", "yaw")):
                         lim = np.pi / 2 if axis == "pitch" else np.pi
                         handles.append(gui.add_slider(f"{name} {axis}", min=-lim, max=lim,
@@ -611,27 +612,13 @@ def _check_contacts(contacts, ndim: int):
     return points, forces
 
 
-def _rpy_to_quat(r, p, y) -> np.ndarray:
-    """``(w, x, y, z)`` of ``Rz(y) Ry(p) Rx(r)``."""
-    cr, sr, cp, sp, cy, sy = (np.cos(r / 2), np.sin(r / 2), np.cos(p / 2), np.sin(p / 2),
-                              np.cos(y / 2), np.sin(y / 2))
-    return np.array([cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy,
-                     cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy])
-
-
-def _quat_to_rpy(q) -> np.ndarray:
-    R = geo.quat_matrix(q)
-    pitch = -np.arcsin(np.clip(R[2, 0], -1.0, 1.0))
-    return np.array([np.arctan2(R[2, 1], R[2, 2]), pitch, np.arctan2(R[1, 0], R[0, 0])])
-
-
 def _free_setter(pos, quat, handles):
     def set_q(q):
         values = [h.value for h in handles]
         if pos is not None:
             q[pos:pos + 3] = values[:3]
             values = values[3:]
-        q[quat:quat + 4] = _rpy_to_quat(*values)
+        q[quat:quat + 4] = rpy_quat(values)
 
     return set_q
 

@@ -59,7 +59,7 @@ def _kept(vals, keep):
     return vals if len(keep) == vals.shape[0] else vals[keep]
 
 
-def place_rows(n: int, parts, base=None, *, scatter=None):
+def place_rows(n: int, parts, base=None, *, scatter=None, slices=False):
     """An ``(n, ...)`` array with ``out[idx] = vals`` for each ``(idx, vals)`` of
     ``parts``, and every other row from ``base``.
 
@@ -71,9 +71,19 @@ def place_rows(n: int, parts, base=None, *, scatter=None):
             same row everywhere) or None (zeros).
         scatter: force the scatter (True) or the gather (False); default: scatter when
             every array has a trailing axis of size 1.
+        slices: assemble the output from slices of the stacked rows (`take_rows`), so
+            that its transpose under `jax.grad` is pads: for a few rows placed into one
+            vector whose runs of untouched rows are long (the free joints' rows of a
+            time step), where a 0/1 product would cost ``n`` times the stacked rows.
 
     Raises:
         ValueError: a row placed twice, or counts that do not match.
+
+    Example:
+        >>> import jax.numpy as jnp, numpy as np
+        >>> x = jnp.zeros(6)
+        >>> place_rows(6, [(np.array([4, 1]), jnp.array([7.0, 8.0]))], x, slices=True).tolist()
+        [0.0, 8.0, 0.0, 0.0, 7.0, 0.0]
     """
     parts = [(*_indices(i, v), v) for i, v in parts]
     if base is None:
@@ -95,6 +105,9 @@ def place_rows(n: int, parts, base=None, *, scatter=None):
     arrays = [base] + [v for *_, v in parts]
     tail = np.broadcast_shapes(*(a.shape[1:] for a in arrays))
     dtype = jnp.result_type(*arrays)
+    if slices:
+        return take_rows(jnp.concatenate([jnp.broadcast_to(a, a.shape[:1] + tail).astype(dtype)
+                                          for a in arrays]), table)
     if scatter is None and _unbatched(arrays) and n * off <= MAX_SELECT:
         src = jnp.concatenate([jnp.broadcast_to(a, a.shape[:1] + tail).astype(dtype)
                                for a in arrays])

@@ -23,6 +23,7 @@ from .._actuation import Actuators
 from .._body import Body, Transform
 from .._builder import ModelBuilder
 from .._constraints import ConstraintSet
+from .._core.host_rotation import axis_angle_matrix, quat_matrix
 from .._coupling import couple
 from .._model import CoupledModel, Model
 from ._mjcf_actuators import joint_couplings, mjcf_actuators
@@ -309,25 +310,6 @@ def _xml_files(assets):
 # ---------------------------------------------------------------- mapping
 
 
-def _quat_R(quat) -> np.ndarray:
-    """Rotation matrix (child -> parent) of a (w, x, y, z) quaternion, normalised."""
-    w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def _axis_angle_R(axis, angle) -> np.ndarray:
-    """Rodrigues' rotation by ``angle`` about the unit ``axis``."""
-    a = np.asarray(axis, dtype=np.float64)
-    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
-    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
-
-
 def _names(m, kind: str, n: int) -> list[str]:
     mujoco = _import_mujoco()
     obj = getattr(mujoco.mjtObj, f"mjOBJ_{kind.upper()}")  # BODY, JOINT, SITE, EQUALITY, ...
@@ -383,10 +365,10 @@ def _map(m, inertia_check, joint_equalities="couple"):
         parent = body_names[int(m.body_parentid[i])]
         name = body_names[i]
         mass = float(m.body_mass[i])
-        Ri = _quat_R(m.body_iquat[i])
+        Ri = quat_matrix(m.body_iquat[i])
         inertia = Ri @ np.diag(np.asarray(m.body_inertia[i], dtype=np.float64)) @ Ri.T
         inertial = Body(mass, np.array(m.body_ipos[i], dtype=np.float64), 0.5 * (inertia + inertia.T))
-        R0, p0 = _quat_R(m.body_quat[i]), np.array(m.body_pos[i], dtype=np.float64)
+        R0, p0 = quat_matrix(m.body_quat[i]), np.array(m.body_pos[i], dtype=np.float64)
         j0, nj = int(m.body_jntadr[i]), int(m.body_jntnum[i])
         if m.body_mocapid[i] >= 0:
             unmapped.setdefault("mocap bodies (welded at their model pose)", []).append(name)
@@ -419,7 +401,7 @@ def _map(m, inertia_check, joint_equalities="couple"):
             ref = float(m.qpos0[int(m.jnt_qposadr[j])]) if t in (_HINGE, _SLIDE) else 0.0
             if t == _HINGE:
                 # MuJoCo rotates by qpos - ref: fold the -ref turn into the placement.
-                Rj = Rj @ _axis_angle_R(axis, -ref)
+                Rj = Rj @ axis_angle_matrix(axis, -ref)
                 spec = joints.revolute(axis)
             elif t == _SLIDE:
                 pj = pj - ref * (Rj @ axis)
@@ -451,7 +433,7 @@ def _map(m, inertia_check, joint_equalities="couple"):
             body_names[int(m.site_bodyid[s])],
             joints.fixed(),
             None,
-            Transform(_quat_R(m.site_quat[s]), np.array(m.site_pos[s], dtype=np.float64)),
+            Transform(quat_matrix(m.site_quat[s]), np.array(m.site_pos[s], dtype=np.float64)),
             fixed_namer.new(sname, "_fixed"),
         )
 
@@ -560,7 +542,7 @@ def _equalities(m, body_names, site_names, sites, unmapped, couple_joints=False)
             # MuJoCo's weld: anchor data[3:6] on body 1 and data[0:3] on body 2
             # coincide, and R_1 R(relpose) = R_2.
             a, c = body_names[o1], body_names[o2]
-            fa = Transform(_quat_R(data[6:10]), data[3:6])
+            fa = Transform(quat_matrix(data[6:10]), data[3:6])
             fb = Transform(translation=data[0:3])
         axes = "position" if t == _EQ_CONNECT else "pose"
         sets.append(ConstraintSet.loops([(a, fa, c, fb)], axes=axes, frame="world"))

@@ -10,9 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._actuation import gravity_compensation_f_ext
 from .._core.checks import check_vector
-from .._kinematics import forward_kinematics
-from .._model import Model, is_coupled
+from .._coupling import dispatch, expand_q
+from .._model import Model
 
 __all__ = [
     "gravity_compensation_forces",
@@ -30,6 +31,18 @@ __all__ = [
 # ---------------------------------------------------------------- gravity compensation
 
 
+def _gravity_compensation(model, q_full, factors):
+    ids = np.array([model.body_id(name) for name in factors], dtype=np.int64)
+    k = jnp.asarray([float(v) for v in factors.values()], model.dtype)
+    return gravity_compensation_f_ext(model, q_full, ids, k)
+
+
+def _gravity_compensation_coupled(cm, q, factors):
+    """`gravity_compensation_forces` of a `CoupledModel`: the bodies are the full tree's."""
+    q = check_vector("q", q, cm.nq, "model.nq", cm.dtype)
+    return _gravity_compensation(cm.base, expand_q(cm, q), factors)
+
+
 def gravity_compensation_forces(
     model: Model, q: Float[Array, "nq"], factors: dict[str, float]
 ) -> Float[Array, "nbodies 6"]:
@@ -40,7 +53,7 @@ def gravity_compensation_forces(
     `jaxrbd.forward_dynamics` and the rest, these forces reproduce it.
 
     Args:
-        model: a `Model` (typically from `load_mjcf`).
+        model: a `Model` (typically from `load_mjcf`) or a `CoupledModel`.
         q: configuration `(nq,)`.
         factors: ``{body name: gravcomp}`` (``MJCFInfo.gravity_compensation``); 1 cancels
             the body's weight.
@@ -55,35 +68,26 @@ def gravity_compensation_forces(
         [0.0, 0.0, 0.981]
     """
     q = check_vector("q", q, model.nq, "model.nq", model.dtype)
-    ids = np.array([model.body_id(name) for name in factors], dtype=np.int64)
-    k = jnp.asarray([float(v) for v in factors.values()], model.dtype)
-    return gravity_compensation_f_ext(model, q, ids, k)
+    return _gravity_compensation(model, q, factors)
 
 
-def gravity_compensation_f_ext(model: Model, q, ids: np.ndarray, k):
-    """`gravity_compensation_forces` for static body ids ``ids`` and factors ``k`` (an
-    array, so that `jax.grad` reaches them)."""
-    R, p = forward_kinematics(model, q)
-    mass = model.inertia[ids, 0]
-    com = model.inertia[ids, 1:4] / jnp.where(mass > 0, mass, 1.0)[:, None]
-    c = _mv(R[ids], com) + p[ids]
-    f = -(k * mass)[:, None] * model.gravity[None, :]
-    out = jnp.zeros((model.nbodies, 6), model.dtype)
-    return out.at[ids].set(jnp.concatenate([jnp.cross(c, f), f], axis=1))
+gravity_compensation_forces = dispatch(gravity_compensation_forces, _gravity_compensation_coupled)
 
 
 # ---------------------------------------------------------------- coordinate converters
 
 
-def _tree(model, fn: str) -> Model:
-    """The model itself; a `CoupledModel` is refused: MuJoCo's vectors are those of the
-    full tree, so the converters take ``model.base``."""
-    if is_coupled(model):
+def _on_the_full_tree(plain):
+    """``plain`` as a public converter: MuJoCo's vectors are those of the full tree, so a
+    `CoupledModel` is refused with a pointer to its ``base``."""
+
+    def refuse(model, *args, **kwargs):
         raise TypeError(
-            f"{fn}: MuJoCo's qpos/qvel/qacc/qfrc are those of the full tree; pass model.base "
-            "of this CoupledModel (whose q is MuJoCo's qpos)"
+            f"{plain.__name__}: MuJoCo's qpos/qvel/qacc/qfrc are those of the full tree; pass "
+            "model.base of this CoupledModel (whose q is MuJoCo's qpos)"
         )
-    return model
+
+    return dispatch(plain, refuse)
 
 
 def _free_blocks(model: Model):
@@ -120,6 +124,7 @@ def _mv(R, x, transpose=False):
     return jnp.einsum("kji,kj->ki" if transpose else "kij,kj->ki", R, x)
 
 
+@_on_the_full_tree
 def qpos_to_q(model: Model, qpos: Float[Array, "nq"]) -> Float[Array, "nq"]:
     """jaxrbd configuration of a MuJoCo ``qpos`` (a model from `load_mjcf`).
 
@@ -131,10 +136,10 @@ def qpos_to_q(model: Model, qpos: Float[Array, "nq"]) -> Float[Array, "nq"]:
         >>> jaxrbd.io.qpos_to_q(model, jnp.zeros(model.nq)).shape
         (9,)
     """
-    model = _tree(model, "qpos_to_q")
     return check_vector("qpos", qpos, model.nq, "model.nq", model.dtype)
 
 
+@_on_the_full_tree
 def q_to_qpos(model: Model, q: Float[Array, "nq"]) -> Float[Array, "nq"]:
     """MuJoCo ``qpos`` of a jaxrbd configuration (the inverse of `qpos_to_q`).
 
@@ -142,10 +147,10 @@ def q_to_qpos(model: Model, q: Float[Array, "nq"]) -> Float[Array, "nq"]:
         >>> jaxrbd.io.q_to_qpos(model, jnp.zeros(model.nq)).shape
         (9,)
     """
-    model = _tree(model, "q_to_qpos")
     return check_vector("q", q, model.nq, "model.nq", model.dtype)
 
 
+@_on_the_full_tree
 def qvel_to_v(model: Model, qpos: Float[Array, "nq"], qvel: Float[Array, "nv"]) -> Float[Array, "nv"]:
     """jaxrbd velocity ``v`` of MuJoCo's ``qvel`` at ``qpos``.
 
@@ -173,6 +178,7 @@ def qvel_to_v(model: Model, qpos: Float[Array, "nq"], qvel: Float[Array, "nv"]) 
     return _swap(model, qpos, qvel, ("qpos", "qvel"), to_jaxrbd=True)
 
 
+@_on_the_full_tree
 def v_to_qvel(model: Model, q: Float[Array, "nq"], v: Float[Array, "nv"]) -> Float[Array, "nv"]:
     """MuJoCo ``qvel`` of a jaxrbd velocity (the inverse of `qvel_to_v`).
 
@@ -183,6 +189,7 @@ def v_to_qvel(model: Model, q: Float[Array, "nq"], v: Float[Array, "nv"]) -> Flo
     return _swap(model, q, v, ("q", "v"), to_jaxrbd=False)
 
 
+@_on_the_full_tree
 def qacc_to_qdd(
     model: Model, qpos: Float[Array, "nq"], qvel: Float[Array, "nv"], qacc: Float[Array, "nv"]
 ) -> Float[Array, "nv"]:
@@ -196,17 +203,13 @@ def qacc_to_qdd(
         >>> jaxrbd.io.qacc_to_qdd(model, jnp.zeros(model.nq), z, z).shape
         (9,)
     """
-    model = _tree(model, "qacc_to_qdd")
-    qpos = check_vector("qpos", qpos, model.nq, "model.nq", model.dtype)
-    qvel = check_vector("qvel", qvel, model.nv, "model.nv", model.dtype)
-    qacc = check_vector("qacc", qacc, model.nv, "model.nv", model.dtype)
-    R, idx, a = _free_terms(model, qpos, qacc)
-    x = qvel[idx]
+    qacc, R, idx, a, x = _free_accelerations(model, ("qpos", qpos), ("qvel", qvel), ("qacc", qacc))
     vb = _mv(R, x[:, :3], transpose=True)
     lin = _mv(R, a[:, :3], transpose=True) - jnp.cross(x[:, 3:], vb)
     return qacc.at[idx].set(jnp.concatenate([a[:, 3:], lin], axis=1))
 
 
+@_on_the_full_tree
 def qdd_to_qacc(
     model: Model, q: Float[Array, "nq"], v: Float[Array, "nv"], qdd: Float[Array, "nv"]
 ) -> Float[Array, "nv"]:
@@ -217,16 +220,12 @@ def qdd_to_qacc(
         >>> jaxrbd.io.qdd_to_qacc(model, jnp.zeros(model.nq), z, z).shape
         (9,)
     """
-    model = _tree(model, "qdd_to_qacc")
-    q = check_vector("q", q, model.nq, "model.nq", model.dtype)
-    v = check_vector("v", v, model.nv, "model.nv", model.dtype)
-    qdd = check_vector("qdd", qdd, model.nv, "model.nv", model.dtype)
-    R, idx, a = _free_terms(model, q, qdd)
-    x = v[idx]
+    qdd, R, idx, a, x = _free_accelerations(model, ("q", q), ("v", v), ("qdd", qdd))
     lin = _mv(R, a[:, 3:] + jnp.cross(x[:, :3], x[:, 3:]))
     return qdd.at[idx].set(jnp.concatenate([lin, a[:, :3]], axis=1))
 
 
+@_on_the_full_tree
 def qfrc_to_tau(model: Model, qpos: Float[Array, "nq"], qfrc: Float[Array, "nv"]) -> Float[Array, "nv"]:
     """jaxrbd generalized force of a MuJoCo ``qfrc_*`` vector.
 
@@ -241,6 +240,7 @@ def qfrc_to_tau(model: Model, qpos: Float[Array, "nq"], qfrc: Float[Array, "nv"]
     return _swap(model, qpos, qfrc, ("qpos", "qfrc"), to_jaxrbd=True)
 
 
+@_on_the_full_tree
 def tau_to_qfrc(model: Model, q: Float[Array, "nq"], tau: Float[Array, "nv"]) -> Float[Array, "nv"]:
     """MuJoCo generalized force of a jaxrbd ``tau`` (the inverse of `qfrc_to_tau`).
 
@@ -251,12 +251,25 @@ def tau_to_qfrc(model: Model, q: Float[Array, "nq"], tau: Float[Array, "nv"]) ->
     return _swap(model, q, tau, ("q", "tau"), to_jaxrbd=False)
 
 
+def _checked(model, configuration, *vectors):
+    """``(name, q)`` checked against ``model.nq``, then each ``(name, x)`` against ``model.nv``."""
+    name, q = configuration
+    return [check_vector(name, q, model.nq, "model.nq", model.dtype)] + [
+        check_vector(n, x, model.nv, "model.nv", model.dtype) for n, x in vectors]
+
+
+def _free_accelerations(model, configuration, velocity, acceleration):
+    """The checked acceleration, and at the free joints: the rotations, the rows, and the
+    acceleration's and the velocity's `(k, 6)` blocks (named pairs as in `_checked`)."""
+    q, v, a = _checked(model, configuration, velocity, acceleration)
+    R, idx, blocks = _free_terms(model, q, a)
+    return a, R, idx, blocks, v[idx]
+
+
 def _swap(model, q, x, names, to_jaxrbd):
     """Velocities and forces share one map at a free joint: MuJoCo's
     ``[linear (world); angular (body)]`` <-> jaxrbd's ``[angular; Rᵀ linear]``."""
-    model = _tree(model, "converting MuJoCo's coordinates")
-    q = check_vector(names[0], q, model.nq, "model.nq", model.dtype)
-    x = check_vector(names[1], x, model.nv, "model.nv", model.dtype)
+    q, x = _checked(model, (names[0], q), (names[1], x))
     R, idx, f = _free_terms(model, q, x)
     if to_jaxrbd:
         block = jnp.concatenate([f[:, 3:], _mv(R, f[:, :3], transpose=True)], axis=1)
