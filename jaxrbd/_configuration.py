@@ -31,7 +31,7 @@ def _blocks(model, kinds):
     )
 
 
-def _euclidean_maps(model):
+def euclidean_maps(model):
     """Static q indices and v indices of the plain (q_dot = v) coordinates."""
     qi, vi = [], []
     for b in range(1, model.nbodies):
@@ -55,7 +55,7 @@ def tangent_of_coordinates(model, q, dq):
     coordinate is its own tangent.
     """
     idx, parts = [], []
-    qi, vi = _euclidean_maps(model)
+    qi, vi = euclidean_maps(model)
     if len(qi):
         idx.append(vi)
         parts.append(take_rows(dq, qi))
@@ -161,7 +161,7 @@ def integrate_batched(model, q, v, dt=1.0):
     gradient programs of rollouts small.
     """
     idx, parts = [], []
-    qi, vi = _euclidean_maps(model)
+    qi, vi = euclidean_maps(model)
     if len(qi):
         idx.append(qi)
         parts.append(take_rows(q, qi) + take_rows(v, vi) * dt)
@@ -199,7 +199,7 @@ def difference_batched(model, q0, q1):
     """The velocity ``v`` with ``integrate(q0, v, 1) = q1`` (batch-trailing layout)."""
     B = max(q0.shape[-1], q1.shape[-1])
     out = jnp.zeros((model.nv, B), q0.dtype)
-    qi, vi = _euclidean_maps(model)
+    qi, vi = euclidean_maps(model)
     if len(qi):
         out = out.at[vi].set(q1[qi] - q0[qi])
 

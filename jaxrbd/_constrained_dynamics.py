@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._constraints import _resolve, terms
+from ._constraints import constraint_bodies, terms
 from ._contacts import check_method, check_rcond, kkt_solve
 from ._core.checks import as_float, check_f_ext, check_state
 from ._dynamics import bias_forces, mass_matrix
@@ -163,7 +163,7 @@ def _qdd_desired(model, qdd_desired):
 
 
 def _system(model, q, qd, constraints, f_ext):
-    bodies = _resolve(model, constraints)
+    bodies = constraint_bodies(model, constraints)
     f_ext = check_f_ext(model, f_ext)
     H = mass_matrix(model, q)
     C = bias_forces(model, q, qd, f_ext)

@@ -37,12 +37,12 @@ from ._core.passes import velocities_accelerations
 from ._core.rotation import log_quat
 from ._core.topology import topology
 from ._kinematics import (
-    _world_acceleration_at,
-    _world_motion_at,
     body_frames,
     node_jacobian,
     node_poses,
     support,
+    world_acceleration_at,
+    world_motion_at,
 )
 
 __all__ = [
@@ -466,8 +466,8 @@ class ConstraintSet(eqx.Module):
             True
         """
         (q,) = check_state(model, q=q)
-        bodies = _resolve(model, self)
-        R, o = _frame_poses(model, q, self, bodies)
+        bodies = constraint_bodies(model, self)
+        R, o = frame_poses(model, q, self, bodies)
         world_b = np.flatnonzero(bodies[1::2] == 0)
         rot = self.rotation.at[2 * world_b + 1].set(R[0::2][world_b].astype(self.rotation.dtype))
         pt = self.point.at[2 * world_b + 1].set(o[0::2][world_b].astype(self.point.dtype))
@@ -477,13 +477,13 @@ class ConstraintSet(eqx.Module):
 # ---------------------------------------------------------------- kinematics
 
 
-def _resolve(model, cs) -> np.ndarray:
+def constraint_bodies(model, cs) -> np.ndarray:
     if not isinstance(cs, ConstraintSet):
         raise TypeError(f"constraints must be a ConstraintSet, got {type(cs).__name__}")
     return np.array([model.body_id(b) for b in cs.bodies], dtype=np.int64)
 
 
-def _frame_poses(model, q, cs, bodies):
+def frame_poses(model, q, cs, bodies):
     """World rotation ``(2nc, 3, 3)`` and origin ``(2nc, 3)`` of every constraint frame."""
     E0, r0 = body_frames(model, bodies, *node_poses(model, q))
     p = cs.point.astype(model.dtype)[..., None]
@@ -629,7 +629,7 @@ def _custom_fill(model, q, qd, cs, G=None, gamma=None, Gqd=None, with_residual_t
 
 def residual(model, q, cs, bodies):
     """``φ(q)`` of every row: frame rows from the poses, custom rows from their functions."""
-    R, o = _frame_poses(model, q, cs, bodies)
+    R, o = frame_poses(model, q, cs, bodies)
     phi = _residual(cs, R, o)
     for rows, e in _custom_blocks(cs):
         phi = phi.at[rows].set(_custom_phi(model, q, e))
@@ -641,7 +641,7 @@ def _jacobian_from(cs, T, J):
     return jnp.einsum("mi,min->mn", T, dJ[np.asarray(cs.row_constraint, dtype=np.int64)])
 
 
-def _jacobian(model, q, cs, bodies, R):
+def jacobian_kernel(model, q, cs, bodies, R):
     E0n, r0n, S0 = node_jacobian(model, q)
     J = _frame_jacobians(model, bodies, E0n, r0n, S0, cs.point.astype(model.dtype))
     G = _jacobian_from(cs, _row_axes(cs, R, model.dtype)[0], J)
@@ -665,8 +665,8 @@ def _velocity_terms(model, cs, bodies, E0n, r0n, vn, an):
     E0, r0, v, a = body_frames(model, bodies, E0n, r0n, vn, an)
     p = cs.point.astype(model.dtype)[..., None]
     o = r0 + al.mtv(E0, p)
-    V = _world_motion_at(E0, r0, v, o)[..., 0]
-    A = _world_acceleration_at(E0, r0, v, a, p)[..., 0]
+    V = world_motion_at(E0, r0, v, o)[..., 0]
+    A = world_acceleration_at(E0, r0, v, a, p)[..., 0]
     R = jnp.einsum("kji,kjl->kil", E0[..., 0], cs.rotation.astype(model.dtype))
     return R, o[..., 0], V[0::2] - V[1::2], A[0::2] - A[1::2], V[0::2, :3]
 
@@ -727,10 +727,10 @@ def constraint_jacobian(model, q, constraints):
         True
     """
     with jax.named_scope("jaxrbd.constraint_jacobian"):
-        bodies = _resolve(model, constraints)
+        bodies = constraint_bodies(model, constraints)
         (q,) = check_state(model, q=q)
-        R, _ = _frame_poses(model, q, constraints, bodies)
-        return _jacobian(model, q, constraints, bodies, R)
+        R, _ = frame_poses(model, q, constraints, bodies)
+        return jacobian_kernel(model, q, constraints, bodies, R)
 
 
 def constraint_bias(model, q, qd, constraints):
@@ -756,7 +756,7 @@ def constraint_bias(model, q, qd, constraints):
         True
     """
     with jax.named_scope("jaxrbd.constraint_bias"):
-        bodies = _resolve(model, constraints)
+        bodies = constraint_bodies(model, constraints)
         q, qd = check_state(model, q=q, qd=qd)
         return _bias(model, q, qd, constraints, bodies)[0]
 
@@ -785,7 +785,7 @@ def constraint_residual(model, q, constraints):
         True
     """
     with jax.named_scope("jaxrbd.constraint_residual"):
-        bodies = _resolve(model, constraints)
+        bodies = constraint_bodies(model, constraints)
         (q,) = check_state(model, q=q)
         return residual(model, q, constraints, bodies)
 
@@ -808,6 +808,6 @@ def constraint_velocity_residual(model, q, qd, constraints):
         True
     """
     with jax.named_scope("jaxrbd.constraint_velocity_residual"):
-        bodies = _resolve(model, constraints)
+        bodies = constraint_bodies(model, constraints)
         q, qd = check_state(model, q=q, qd=qd)
         return _bias(model, q, qd, constraints, bodies, with_residual_terms=False)[1]

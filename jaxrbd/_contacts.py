@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from ._configuration import integrate
-from ._constraints import _frame_poses, _jacobian, _resolve, residual, terms
+from ._constraints import constraint_bodies, frame_poses, jacobian_kernel, residual, terms
 from ._core import linalg as _linalg
 from ._core.backend import contact_block
 from ._core.checks import as_float, check_f_ext, check_state
@@ -224,7 +224,7 @@ def forward_dynamics_contacts(
     with jax.named_scope("jaxrbd.forward_dynamics_contacts"):
         check_method(method)
         check_rcond(rcond)
-        bodies = _resolve(model, constraints)
+        bodies = constraint_bodies(model, constraints)
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         f_ext = check_f_ext(model, f_ext)
 
@@ -279,7 +279,7 @@ def contact_impulses(
     with jax.named_scope("jaxrbd.contact_impulses"):
         check_method(method)
         check_rcond(rcond)
-        bodies = _resolve(model, constraints)
+        bodies = constraint_bodies(model, constraints)
         q, qd_minus = check_state(model, q=q, qd_minus=qd_minus)
         e = as_float("restitution", restitution, model.dtype)
         if e.shape not in ((), (constraints.size,)):
@@ -289,8 +289,8 @@ def contact_impulses(
 
         def one(model, q, qd_minus, e, constraints):
             H = mass_matrix(model, q)
-            R, _ = _frame_poses(model, q, constraints, bodies)
-            G = _jacobian(model, q, constraints, bodies, R)
+            R, _ = frame_poses(model, q, constraints, bodies)
+            G = jacobian_kernel(model, q, constraints, bodies, R)
             return solve_checked(method, rcond, check_rank, H, G, H @ qd_minus, -e * (G @ qd_minus),
                           "contact_impulses")
 
@@ -352,7 +352,7 @@ def assemble_q(
     check_model(model)
     with jax.named_scope("jaxrbd.assemble_q"):
         check_rcond(rcond)
-        bodies = _resolve(model, constraints)
+        bodies = constraint_bodies(model, constraints)
         (q,) = check_state(model, q=q_guess)
         W = jnp.diag(_weights(model, weights))
         tol = _tolerance(model, tol)
@@ -414,12 +414,12 @@ def assemble_qd(model, q, qd_guess, constraints, weights=None, *, tol=None, rcon
     check_model(model)
     with jax.named_scope("jaxrbd.assemble_qd"):
         check_rcond(rcond)
-        bodies = _resolve(model, constraints)
+        bodies = constraint_bodies(model, constraints)
         q, qd = check_state(model, q=q, qd_guess=qd_guess)
         w = _weights(model, weights)
         tol = _tolerance(model, tol) * jnp.maximum(1.0, jnp.max(jnp.abs(qd)))
-        R, _ = _frame_poses(model, q, constraints, bodies)
-        G = _jacobian(model, q, constraints, bodies, R)
+        R, _ = frame_poses(model, q, constraints, bodies)
+        G = jacobian_kernel(model, q, constraints, bodies, R)
         zero = jnp.zeros(constraints.size, model.dtype)
         qd, _ = kkt_solve("range_space", rcond, jnp.diag(w), G, w * qd, zero)
         return qd, jnp.max(jnp.abs(G @ qd)) <= tol

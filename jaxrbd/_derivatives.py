@@ -35,16 +35,19 @@ joint the angular velocity in child coordinates; elsewhere it is ``d/dq_j``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 
 from ._aba import node_armature, project
 from ._core import algebra as al
 from ._core.backend import CHUNK
 from ._core.checks import check_f_ext, check_state
-from ._core.jcalc import _custom, _euler_S, joint_velocity_terms, node_inertias
+from ._core.jcalc import custom_columns, euler_S, joint_velocity_terms, node_inertias
 from ._core.linalg import cho_solve
 from ._core.native_vmap import blocked, default_chunk, native_vmap
 from ._core.nodes import Xup_and_S, gravity_acceleration, pad, pad_inertia, pad_S, sched
@@ -150,7 +153,7 @@ def _euler_local(kind, q3, qd3):
     ``(3, J, 3, B)`` each; the leading axis is the joint's own DoF."""
 
     def local(q3, qd3):
-        S3, dS3 = jax.jvp(lambda x: jnp.stack(_euler_S(kind, x[:, 1:]), axis=1), (q3,), (qd3,))
+        S3, dS3 = jax.jvp(lambda x: jnp.stack(euler_S(kind, x[:, 1:]), axis=1), (q3,), (qd3,))
         return S3, dS3[:, 0] * qd3[:, 0:1] + dS3[:, 1] * qd3[:, 1:2]
 
     e = jnp.eye(3, dtype=q3.dtype)[:, None, :, None] * jnp.ones_like(q3)[None]
@@ -229,7 +232,7 @@ def _custom_terms(model, nt, qd, qdd, vb, u, w, c):
     t = topology(model)
     nodes = t.custom_nodes
     d = nodes - 1
-    _, _, Sl = _custom(model.axes[..., None][d], nt["q"][t.custom_q])
+    _, _, Sl = custom_columns(model.axes[..., None][d], nt["q"][t.custom_q])
     ws, wxEv = al.ang(Sl), al.cross(al.ang(Sl), al.lin(Sl))
     qdj, qddj = qd[d][:, None, :], qdd[d][:, None, :]
     zero = jnp.zeros_like(wxEv)
@@ -371,6 +374,49 @@ def _prepare(model, q, qd, qdd, f_ext):
     return nt
 
 
+class StateVectors(NamedTuple):
+    """Phase 1's vectors of one block (batch-first) whose dot products are the entries
+    of ``sign * d tau / dq`` (``Pq . Qq`` below the diagonal, ``S . Phi`` above) and
+    ``sign * d tau / dqd`` (``Pv . Qv``, ``S . Psi``); ``euler``: the Euler joints' terms
+    of their own angles (None without Euler joints)."""
+
+    Pq: Array
+    Qq: Array
+    S: Array
+    Phi: Array
+    Pv: Array
+    Qv: Array
+    Psi: Array
+    euler: Array | None = None
+
+
+class IDVectors(NamedTuple):
+    """Phase 1 of the inverse-dynamics derivatives: ``tau (B, nv)`` (None where the
+    caller needs only the matrices), the `StateVectors` and ``y`` (``H = y . S``)."""
+
+    tau: Array | None
+    state: StateVectors
+    y: Array
+
+
+class FDVectors(NamedTuple):
+    """Phase 1 of the forward-dynamics derivatives: ``qdd (B, nv)`` (or None), the
+    factors ``H^-1 = W diag(Dinv) W^T`` and the `StateVectors` of ``-d tau``."""
+
+    qdd: Array | None
+    W: Array
+    Dinv: Array
+    state: StateVectors
+
+
+class FDPVectors(NamedTuple):
+    """Phase 1 of the parameter derivatives: the factors of ``H^-1`` and the regressor."""
+
+    W: Array
+    Dinv: Array
+    Y: Array
+
+
 def _state_vectors(nt, dirs, y, z, sign=1.0):
     """The vectors whose dot products are the entries of ``sign * d tau / dq`` and
     ``sign * d tau / dqd`` (the sign rides on the direction vectors, for free)."""
@@ -382,10 +428,8 @@ def _state_vectors(nt, dirs, y, z, sign=1.0):
     out = (jnp.concatenate(Pq, 1), jnp.concatenate(Qq, 1), S, sign * dirs["Phi"],
            jnp.concatenate([-z, y], 1), sign * jnp.concatenate([al.ang(S), dirs["c"]], 1),
            sign * dirs["Psi"])
-    out = tuple(_bf(x) for x in out)
-    if dirs["extra"] is not None:
-        out += (_bf(sign * dirs["extra"]),)
-    return out
+    extra = None if dirs["extra"] is None else _bf(sign * dirs["extra"])
+    return StateVectors(*(_bf(x) for x in out), euler=extra)
 
 
 def _idq_vectors(model, q, qd, qdd, f_ext=None):
@@ -396,11 +440,12 @@ def _idq_vectors(model, q, qd, qdd, f_ext=None):
     dirs = _directions(model, nt, qd, qdd)
     F = nt["G"] if nt["Fe"] is None else nt["G"] - nt["Fe"]
     tau = al.dot(nt["S"], F) + model.armature[:, None] * qdd
-    return (tau.T,) + _state_vectors(nt, dirs, y, z) + (_bf(y),)
+    return IDVectors(tau.T, _state_vectors(nt, dirs, y, z), _bf(y))
 
 
 def _id_vectors(model, q, qd, qdd, f_ext=None):
-    return _idq_vectors(model, q, qd, qdd, f_ext)[1:]  # tau unused: dropped when traced
+    # tau unused: dropped when traced
+    return _idq_vectors(model, q, qd, qdd, f_ext)._replace(tau=None)
 
 
 def _fd_core(model, q, qd, tau, f_ext):
@@ -435,11 +480,11 @@ def _fdq_vectors(model, q, qd, tau, f_ext=None):
     """``qdd`` (batch-first ``(B, nv)``), then `_fd_vectors`."""
     nt, y, z, qdd, factors = _fd_core(model, q, qd, tau, f_ext)
     dirs = _directions(model, nt, qd, qdd)
-    return (qdd.T,) + factors + _state_vectors(nt, dirs, y, z, sign=-1.0)
+    return FDVectors(qdd.T, *factors, _state_vectors(nt, dirs, y, z, sign=-1.0))
 
 
 def _fd_vectors(model, q, qd, tau, f_ext=None):
-    return _fdq_vectors(model, q, qd, tau, f_ext)[1:]
+    return _fdq_vectors(model, q, qd, tau, f_ext)._replace(qdd=None)
 
 
 def _fdp_vectors(model, q, qd, tau, f_ext=None):
@@ -447,7 +492,7 @@ def _fdp_vectors(model, q, qd, tau, f_ext=None):
     nt, _, _, _, factors = _fd_core(model, q, qd, tau, f_ext)
     E0, r0 = nt["E0"], nt["r0"]
     v, a = al.X_motion(E0, r0, nt["vw"]), al.X_motion(E0, r0, nt["aw"])  # node coordinates
-    return factors + (_bf(regressor_from_motion(model, v, a, E0, r0, nt["S"])),)
+    return FDPVectors(*factors, _bf(regressor_from_motion(model, v, a, E0, r0, nt["S"])))
 
 
 # ------------------------------------------------------------------ phase 2: matrices
@@ -474,14 +519,13 @@ def _masked(sub, anc, sub_mask, anc_mask):
     return jnp.where(sub_mask[None], sub, jnp.where(anc_mask[None], anc, zero))
 
 
-def _state_matrices(model, vecs):
+def _state_matrices(model, v: StateVectors):
     """``d tau / dq`` and ``d tau / dqd``, ``(B, nv, nv)``, from `_state_vectors`."""
     t = topology(model)
-    Pq, Qq, S, Phi, Pv, Qv, Psi = vecs[:7]
-    dq = _masked(_pairs(Pq, Qq), _pairs(S, Phi), t.sub_q, t.anc_q)
-    if len(vecs) > 7:  # Euler joints: their columns depend on their own angles
-        dq = dq + _euler_dense(model, vecs[7], dq.shape[-1])
-    dv = _masked(_pairs(Pv, Qv), _pairs(S, Psi), t.sub_v, t.anc_v)
+    dq = _masked(_pairs(v.Pq, v.Qq), _pairs(v.S, v.Phi), t.sub_q, t.anc_q)
+    if v.euler is not None:  # Euler joints: their columns depend on their own angles
+        dq = dq + _euler_dense(model, v.euler, dq.shape[-1])
+    dv = _masked(_pairs(v.Pv, v.Qv), _pairs(v.S, v.Psi), t.sub_v, t.anc_v)
     return dq, dv
 
 
@@ -490,31 +534,30 @@ def _minv(Wd, Dinv):
     return jnp.einsum("bik,bjk->bij", Wd * Dinv[:, None, :], Wd, precision=_precision(Wd))
 
 
-def _id_matrices(model, vecs):
-    dq, dv = _state_matrices(model, vecs[:-1])
+def _id_matrices(model, v: IDVectors):
+    dq, dv = _state_matrices(model, v.state)
     t = topology(model)
-    Hs = _pairs(vecs[-1], vecs[2])  # y_i . S_j
+    Hs = _pairs(v.y, v.state.S)  # y_i . S_j
     H = _masked(Hs, jnp.swapaxes(Hs, 1, 2), t.sub_v, t.anc_v)
     return dq, dv, H + jnp.diag(model.armature)[None]
 
 
-def _fd_matrices(model, vecs):
-    Minv = _minv(*vecs[:2])
-    ndq, ndv = _state_matrices(model, vecs[2:])  # -d tau / dq, -d tau / dqd
+def _fd_matrices(model, v: FDVectors):
+    Minv = _minv(v.W, v.Dinv)
+    ndq, ndv = _state_matrices(model, v.state)  # -d tau / dq, -d tau / dqd
     return _mm(Minv, ndq), _mm(Minv, ndv), Minv
 
 
-def _idq_matrices(model, vecs):
-    return (vecs[0],) + _id_matrices(model, vecs[1:])
+def _idq_matrices(model, v: IDVectors):
+    return (v.tau,) + _id_matrices(model, v)
 
 
-def _fdq_matrices(model, vecs):
-    return (vecs[0],) + _fd_matrices(model, vecs[1:])
+def _fdq_matrices(model, v: FDVectors):
+    return (v.qdd,) + _fd_matrices(model, v)
 
 
-def _fdp_matrices(model, vecs):
-    Minv = _minv(*vecs[:2])
-    return (-_mm(Minv, vecs[2]),)
+def _fdp_matrices(model, v: FDPVectors):
+    return (-_mm(_minv(v.W, v.Dinv), v.Y),)
 
 
 # ------------------------------------------------------------------ batched entry points

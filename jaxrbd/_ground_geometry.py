@@ -23,7 +23,7 @@ from jaxtyping import Array, Float
 from ._api import Kernels, kernels
 from ._core.checks import as_float
 from ._core.host_rotation import quat_matrix
-from .io._mjcf import _compile
+from .io._mjcf import compile_mjcf
 
 __all__ = [
     "AbstractTerrain",
@@ -259,7 +259,7 @@ class ContactPoints(eqx.Module):
             (('s', 'c/0', 'c/1'), [0.1, 0.02, 0.02])
         """
         try:
-            m = _compile(mjcf, assets)
+            m = compile_mjcf(mjcf, assets)
         except ImportError as e:
             raise ImportError(
                 "ContactPoints.from_mjcf reads the MJCF through MuJoCo: install it with "
@@ -573,7 +573,7 @@ class Heightfield(AbstractTerrain):
 # ---------------------------------------------------------------- per-point contact kinematics
 
 
-def _check_terrain(terrain):
+def check_terrain(terrain):
     if not isinstance(terrain, AbstractTerrain):
         raise TypeError(
             f"terrain is a {type(terrain).__name__}, expected a jaxrbd.ground terrain "
@@ -581,7 +581,7 @@ def _check_terrain(terrain):
         )
 
 
-def _check_contacts(model, contacts):
+def check_contacts(model, contacts):
     if not isinstance(contacts, ContactPoints):
         raise TypeError(
             f"contacts is a {type(contacts).__name__}, expected a jaxrbd.ground.ContactPoints"
@@ -614,8 +614,8 @@ def contact_frames(model, q, contacts, terrain):
         ((1,), (1, 3, 3))
     """
     with jax.named_scope("jaxrbd.ground.contact_frames"):
-        _check_contacts(model, contacts)
-        _check_terrain(terrain)
+        check_contacts(model, contacts)
+        check_terrain(terrain)
         q = as_float("q", q, model.dtype)
         if q.shape != (model.nq,):
             raise ValueError(f"q has shape {q.shape}, expected ({model.nq},) = (model.nq,)")

@@ -20,7 +20,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from . import spatial
-from ._configuration import _euclidean_maps, integrate_batched
+from ._configuration import euclidean_maps, integrate_batched
 from ._core import linalg as _linalg
 from ._core.checks import as_float, check_vector
 from ._core.rotation import log_quat, so3_left_jacobian_inv
@@ -181,7 +181,7 @@ class _Problem:
         mask = support(model)[node].astype(np.float64)  # (K, nv): velocity j moves body k
         self.active = _active_mask(model, active)
         self.mask = mask * self.active[None, :]
-        self.qi, self.vi = _euclidean_maps(model)  # plain coordinates: q[qi] moves with v[vi]
+        self.qi, self.vi = euclidean_maps(model)  # plain coordinates: q[qi] moves with v[vi]
         # the plain coordinates with a finite bound (all of them when the limits are traced)
         lo, hi = _concrete(model.q_lower), _concrete(model.q_upper)
         bounded = np.ones(len(self.qi), bool)

@@ -48,7 +48,7 @@ def _concrete(x):
         return None
 
 
-def _check_dt(dt, dtype):
+def check_dt(dt, dtype):
     dt = as_float("dt", dt, dtype)
     if dt.ndim != 0:
         raise ValueError(f"dt has shape {dt.shape}, expected a scalar () [s]")
@@ -93,7 +93,7 @@ def _check_callables(forces, dynamics):
     return forces, dynamics
 
 
-def _result(name, x, model):
+def check_result(name, x, model):
     """A user callable's output as an ``(nv,)`` array of the model dtype."""
     x = as_float(name, x, model.dtype)
     if x.shape != (model.nv,):
@@ -109,7 +109,7 @@ def _check_n_steps(n_steps):
     return int(n_steps)
 
 
-def _check_controls(model, tau_seq, n_steps, policy, name="tau_seq"):
+def check_controls(model, tau_seq, n_steps, policy, name="tau_seq"):
     """The scanned inputs: ``tau_seq (n, nv)``, or the step indices for a policy."""
     if (tau_seq is None) == (policy is None):
         raise ValueError(
@@ -137,7 +137,7 @@ def _check_controls(model, tau_seq, n_steps, policy, name="tau_seq"):
     return tau_seq, n
 
 
-def _check_checkpoint(checkpoint, n):
+def check_checkpoint(checkpoint, n):
     """Segment length of the checkpointed scan, or ``None`` for a plain scan."""
     if checkpoint is None or checkpoint is False:
         return None
@@ -241,10 +241,10 @@ def _stepper(model, integrator, forces, dynamics) -> Callable:
 
     def accel(q, qd, tau):
         for i, f in enumerate(forces):
-            tau = tau + _result(f"forces[{i}]", f(model, q, qd), model)
+            tau = tau + check_result(f"forces[{i}]", f(model, q, qd), model)
         if dynamics is None:
             return kern.forward_dynamics(model, q, qd, tau)
-        return _result("dynamics", dynamics(model, q, qd, tau), model)
+        return check_result("dynamics", dynamics(model, q, qd, tau), model)
 
     method = _STEPS[integrator]
     if method is _rk4:
@@ -306,7 +306,7 @@ def step(model, q, qd, tau, dt, integrator="rk4", *, forces=(), dynamics=None):
     """
     with jax.named_scope("jaxrbd.step"):
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
-        dt = _check_dt(dt, model.dtype)
+        dt = check_dt(dt, model.dtype)
         _check_integrator(integrator)
         forces, dynamics = _check_callables(forces, dynamics)
         return _stepper(model, integrator, forces, dynamics)(q, qd, tau, dt)
@@ -315,7 +315,7 @@ def step(model, q, qd, tau, dt, integrator="rk4", *, forces=(), dynamics=None):
 # ---------------------------------------------------------------- rollouts
 
 
-def _scan(body, carry, xs, n, segment):
+def scan_steps(body, carry, xs, n, segment):
     """``lax.scan(body, carry, xs)`` with the outputs stacked; with ``segment = k``,
     nested scans whose inner ``k``-step scans are rematerialised (``jax.checkpoint``)."""
     if segment is None or segment >= n:
@@ -418,11 +418,11 @@ def rollout(
         check_model(model)
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         qd0 = check_vector("qd0", qd0, model.nv, "model.nv", model.dtype)
-        dt = _check_dt(dt, model.dtype)
+        dt = check_dt(dt, model.dtype)
         _check_integrator(integrator)
         forces, dynamics = _check_callables(forces, dynamics)
-        xs, n = _check_controls(model, tau_seq, n_steps, policy)
-        segment = _check_checkpoint(checkpoint, n)
+        xs, n = check_controls(model, tau_seq, n_steps, policy)
+        segment = check_checkpoint(checkpoint, n)
         advance = _stepper(model, integrator, forces, dynamics)
 
         def body(carry, x):
@@ -431,11 +431,11 @@ def rollout(
                 tau = x
             else:
                 t = x.astype(dt.dtype) * dt
-                tau = _result("policy", policy(t, q, qd), model)
+                tau = check_result("policy", policy(t, q, qd), model)
             q, qd = advance(q, qd, tau, dt)
             return (q, qd), (q, qd)
 
-        qs, qds = _scan(body, (q0, qd0), xs, n, segment)
+        qs, qds = scan_steps(body, (q0, qd0), xs, n, segment)
         return (
             jnp.concatenate([q0[None], qs], axis=0),
             jnp.concatenate([qd0[None], qds], axis=0),
@@ -452,7 +452,7 @@ def _check_batch(model, name, x, n, what):
     return x
 
 
-def _check_devices(devices):
+def rollout_devices(devices):
     """The rollouts' devices: `jax.devices()` by default, else `_sharding.check_devices`."""
 
     return list(jax.devices()) if devices is None else list(check_devices(devices))
@@ -494,13 +494,13 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, integrator="rk4", *, n_steps=No
     arrays = check_batch_inputs(model, Q0, QD0, TAU_SEQ)
     # the single-sample checks (dt, integrator, callables, n_steps vs policy) up front,
     # so their errors name the arguments before any tracing of the batch
-    _check_dt(dt, model.dtype)
+    check_dt(dt, model.dtype)
     _check_integrator(integrator)
     _check_callables(forces, dynamics)
     if (TAU_SEQ is None) == (policy is None):
-        _check_controls(model, None if TAU_SEQ is None else TAU_SEQ[0], n_steps, policy,
+        check_controls(model, None if TAU_SEQ is None else TAU_SEQ[0], n_steps, policy,
                         name="TAU_SEQ")
-    devices = _check_devices(devices)
+    devices = rollout_devices(devices)
 
 
     def one(q0, qd0, tau_seq=None):

@@ -181,7 +181,7 @@ def _out(x, single):
     return x[0] if single else x
 
 
-def _world_motion_at(E0, r0, m, P):
+def world_motion_at(E0, r0, m, P):
     """Body motion ``m`` (body coordinates) -> ``[w; v_P]`` in world axes at world point ``P``.
 
     ``P`` and ``r0`` are world coordinates; ``v_P = R (v_o + w x (p_body))`` with
@@ -494,10 +494,10 @@ def _body_velocity(model, q, qd, p, bodies, frame):
     E0, r0, v = body_frames_batched(model, bodies, *node_velocities_batched(model, q, qd))
     if frame == "body":
         return v
-    return _world_motion_at(E0, r0, v, r0 + al.mtv(E0, p))
+    return world_motion_at(E0, r0, v, r0 + al.mtv(E0, p))
 
 
-def _world_acceleration_at(E0, r0, v, a, p):
+def world_acceleration_at(E0, r0, v, a, p):
     """Body velocity ``v`` and spatial acceleration ``a`` (body coordinates) ->
     ``[ω̇; classical acceleration of body point p]`` in world axes."""
     w, vo = al.ang(v), al.lin(v)
@@ -538,7 +538,7 @@ def _body_acceleration(model, q, qd, qdd, p, bodies, frame):
     E0, r0, v, a = body_frames_batched(model, bodies, *node_accelerations_batched(model, q, qd, qdd))
     if frame == "body":
         return a
-    return _world_acceleration_at(E0, r0, v, a, p)
+    return world_acceleration_at(E0, r0, v, a, p)
 
 
 def body_bias_acceleration(model, q, qd, body, point=None, frame="world"):

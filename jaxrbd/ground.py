@@ -38,21 +38,21 @@ from ._ground_geometry import (
     ContactPoints,
     Heightfield,
     Plane,
-    _check_contacts,
-    _check_terrain,
+    check_contacts,
+    check_terrain,
     contact_frames,
     contact_jacobian,
     tangent_basis,
 )
 from ._ground_solvers import SOLVERS, lu_solve, solve
 from ._integrators import (
-    _check_checkpoint,
-    _check_controls,
-    _check_devices,
-    _check_dt,
-    _result,
-    _scan,
     check_batch_inputs,
+    check_checkpoint,
+    check_controls,
+    check_dt,
+    check_result,
+    rollout_devices,
+    scan_steps,
 )
 from ._model import check_model
 
@@ -343,8 +343,8 @@ def _advance(model, q, qd, tau, dt, contacts, terrain, p, lam0):
 
 def _checked(model, contacts, terrain, contact_model):
     check_model(model)
-    _check_contacts(model, contacts)
-    _check_terrain(terrain)
+    check_contacts(model, contacts)
+    check_terrain(terrain)
     return _contact_model(contact_model)
 
 
@@ -409,7 +409,7 @@ def step(model, q, qd, tau, dt, contacts, terrain, contact_model="hard", *, warm
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         q, qd = _checked_values(q, qd, terrain)
         tau = _finite("tau", tau)
-        dt = _check_dt(dt, model.dtype)
+        dt = check_dt(dt, model.dtype)
         K = len(contacts)
         lam0 = jnp.zeros(3 * K, model.dtype)
         if warm_start is not None:
@@ -479,11 +479,11 @@ def rollout(
         q0 = check_vector("q0", q0, model.nq, "model.nq", model.dtype)
         qd0 = check_vector("qd0", qd0, model.nv, "model.nv", model.dtype)
         q0, qd0 = _checked_values(q0, qd0, terrain, ("q0", "qd0"))
-        dt = _check_dt(dt, model.dtype)
-        xs, n = _check_controls(model, tau_seq, n_steps, policy)
+        dt = check_dt(dt, model.dtype)
+        xs, n = check_controls(model, tau_seq, n_steps, policy)
         if policy is None:
             xs = _finite("tau_seq", xs)
-        segment = _check_checkpoint(checkpoint, n)
+        segment = check_checkpoint(checkpoint, n)
         K = len(contacts)
 
         def body(carry, x):
@@ -491,12 +491,12 @@ def rollout(
             if policy is None:
                 tau = x
             else:
-                tau = _result("policy", policy(x.astype(dt.dtype) * dt, q, qd), model)
+                tau = check_result("policy", policy(x.astype(dt.dtype) * dt, q, qd), model)
             q, qd, info = _advance(model, q, qd, tau, dt, contacts, terrain, p, lam)
             return (q, qd, jax.lax.stop_gradient(info.force.reshape(-1) * dt)), (q, qd, info)
 
         lam0 = jnp.zeros(3 * K, model.dtype)
-        qs, qds, info = _scan(body, (q0, qd0, lam0), xs, n, segment)
+        qs, qds, info = scan_steps(body, (q0, qd0, lam0), xs, n, segment)
         return (
             jnp.concatenate([q0[None], qs], axis=0),
             jnp.concatenate([qd0[None], qds], axis=0),
@@ -513,10 +513,10 @@ def rollout_batched(model, Q0, QD0, TAU_SEQ, dt, contacts, terrain, contact_mode
     arrays = check_batch_inputs(model, Q0, QD0, TAU_SEQ)
     # the single-sample checks up front, so that their errors name the arguments
     _checked(model, contacts, terrain, contact_model)
-    _check_dt(dt, model.dtype)
+    check_dt(dt, model.dtype)
     if (TAU_SEQ is None) == (policy is None):
-        _check_controls(model, None if TAU_SEQ is None else TAU_SEQ[0], n_steps, policy)
-    devices = _check_devices(devices)
+        check_controls(model, None if TAU_SEQ is None else TAU_SEQ[0], n_steps, policy)
+    devices = rollout_devices(devices)
     if chunk is None:
         chunk = contact_block(model.nv, jnp.dtype(model.dtype).itemsize, device=devices[0])
 
@@ -547,7 +547,7 @@ def contact_problem(model, q, qd, tau, dt, contacts, terrain, contact_model="har
         if not isinstance(p, HardContact):
             raise TypeError("contact_problem is defined for the hard contact model")
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
-        dt = _check_dt(dt, model.dtype)
+        dt = check_dt(dt, model.dtype)
         _, _, mu, A, c, _, _, _ = _hard_terms(model, kernels(model), q, qd, tau, dt, contacts,
                                               terrain, p)
         return A, c, mu

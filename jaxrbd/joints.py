@@ -62,7 +62,7 @@ JOINT_KINDS: dict[str, tuple[int | None, int | None]] = {
     "translation_xyz": (3, 3),
 }
 
-_EULER_AXES = {
+EULER_AXES = {
     "euler_zyx": (2, 1, 0),
     "euler_xyz": (0, 1, 2),
     "euler_yxz": (1, 0, 2),
@@ -145,7 +145,7 @@ def free() -> JointSpec:
 
 
 def _euler(kind: str) -> JointSpec:
-    return JointSpec(kind, kind, np.eye(6)[list(_EULER_AXES[kind])])
+    return JointSpec(kind, kind, np.eye(6)[list(EULER_AXES[kind])])
 
 
 def euler_zyx() -> JointSpec:

@@ -163,6 +163,26 @@ def test_model_kind_tested_in_one_floor():
     assert bad == []
 
 
+def test_no_private_names_across_modules():
+    """A module imports another module's public names (or the module), never its private
+    ``_name`` helpers: a helper two modules share is named, in the module it belongs to."""
+    bad = []
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rsplit(".", 1)[0]
+            base += "." + node.module if node.module else ""
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and f"{base}.{alias.name}" not in MODULES:
+                    bad.append(f"{name}:{node.lineno} imports {base}.{alias.name}")
+    assert bad == []
+
+
 # ---------------------------------------------------------------- every public name
 
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..joints import _EULER_AXES
+from ..joints import EULER_AXES
 from . import algebra as al
 from .rotation import quat_to_E
 from .rows import node_rows, place_rows, sum_rows, take_static
@@ -63,7 +63,7 @@ def _screw(axes, q):
     return al.transpose(R), p
 
 
-def _custom(axes, q):
+def custom_columns(axes, q):
     """RBDL's column ``rot(w, q) xlt(v q)`` for columns ``axes`` ``(k, 6, 1)`` and ``q``
     ``(k, B)``: ``E``, ``r`` and the node-frame column ``S = [w; E v]``."""
     w, v = al.ang(axes), al.lin(axes)
@@ -78,7 +78,7 @@ def _custom(axes, q):
 
 def _euler(kind, q3):
     """Euler joint ``q3`` ``(J, 3, B)`` -> ``E``, angular ``S`` columns ``(J, 3, 3, B)``."""
-    a0, a1, a2 = _EULER_AXES[kind]
+    a0, a1, a2 = EULER_AXES[kind]
     R0 = _elementary(a0, jnp.cos(q3[:, 0]), jnp.sin(q3[:, 0]))
     R1 = _elementary(a1, jnp.cos(q3[:, 1]), jnp.sin(q3[:, 1]))
     R2 = _elementary(a2, jnp.cos(q3[:, 2]), jnp.sin(q3[:, 2]))
@@ -86,9 +86,9 @@ def _euler(kind, q3):
     return E
 
 
-def _euler_S(kind, q12):
+def euler_S(kind, q12):
     """Angular motion-subspace columns ``s0, s1, s2`` in the child frame, ``(J, 3, B)`` each."""
-    a0, a1, a2 = _EULER_AXES[kind]
+    a0, a1, a2 = EULER_AXES[kind]
     R1 = _elementary(a1, jnp.cos(q12[:, 0]), jnp.sin(q12[:, 0]))
     R2 = _elementary(a2, jnp.cos(q12[:, 1]), jnp.sin(q12[:, 1]))
     e = jnp.eye(3, dtype=q12.dtype)[:, :, None]
@@ -118,7 +118,7 @@ def joint_transforms(model, q):
         Es.append((t.screw_nodes, Ec))
         rs.append((t.screw_nodes, rc))
     if len(t.custom_nodes):
-        Ec, rc, Sc = _custom(take_static(axes, t.custom_nodes - 1, select=True),
+        Ec, rc, Sc = custom_columns(take_static(axes, t.custom_nodes - 1, select=True),
                              take_static(q, t.custom_q))
         Es.append((t.custom_nodes, Ec))
         rs.append((t.custom_nodes, rc))
@@ -135,7 +135,7 @@ def joint_transforms(model, q):
         else:
             q3 = take_static(q, qs[:, None] + np.arange(3))
             Es.append((nodes, _euler(kind, q3)))
-            s0, s1, s2 = _euler_S(kind, q3[:, 1:])
+            s0, s1, s2 = euler_S(kind, q3[:, 1:])
             z = jnp.zeros_like(s0)
             Ss += [(nodes + k, al.join(sk, z)) for k, sk in enumerate((s0, s1, s2))]
     eye = jnp.broadcast_to(jnp.eye(3, dtype=dtype)[None, :, :, None], (1, 3, 3, B))
@@ -174,7 +174,7 @@ def joint_velocity_terms(model, q, qd, S):
             qd3 = qd[vs[:, None] + np.arange(3)]
 
             def cols(q12, kind=kind):
-                s0, s1, _ = _euler_S(kind, q12)
+                s0, s1, _ = euler_S(kind, q12)
                 return s0, s1
 
             _, (ds0, ds1) = jax.jvp(cols, (q3[:, 1:],), (qd3[:, 1:],))

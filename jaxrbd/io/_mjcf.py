@@ -237,7 +237,7 @@ def load_mjcf(
         )
     if not isinstance(allow_external_files, bool):
         raise TypeError(f"allow_external_files must be True or False, got {allow_external_files!r}")
-    m = _compile(path_or_xml, assets, allow_external_files)
+    m = compile_mjcf(path_or_xml, assets, allow_external_files)
     model, info = _map(m, inertia_check, joint_equalities)
     if warn_unmapped and info.unmapped:
         lines = "\n".join(f"  {what}: {', '.join(names)}" for what, names in info.unmapped.items())
@@ -258,7 +258,7 @@ def load_mjcf(
 # ---------------------------------------------------------------- compiling
 
 
-def _compile(src, assets, allow_external_files=True):
+def compile_mjcf(src, assets, allow_external_files=True):
     mujoco = _import_mujoco()
     if isinstance(src, (mujoco.MjModel, getattr(mujoco, "MjSpec", ()))) and not allow_external_files:
         raise ValueError(
