@@ -8,9 +8,11 @@ imports alike), so a cycle hidden in a function body counts.
 from __future__ import annotations
 
 import ast
+import cProfile
 import functools
 import inspect
 import pathlib
+import pstats
 import re
 
 import jax
@@ -273,3 +275,41 @@ def test_unsupported_is_one_message(cm):
     with pytest.raises(ValueError, match="not supported for coupled models"):
         jaxrbd.inverse_kinematics(
             cm, jnp.zeros(cm.nq), jaxrbd.IKTarget(cm.body_names[-1], position=jnp.zeros(3)))
+
+
+# ---------------------------------------------------------------- one checked entry
+
+
+def _calls(fn, names):
+    """How often tracing ``fn`` (no compile) calls each function in ``names``
+    (``{name: file suffix}``), from `cProfile`'s call counts."""
+    profile = cProfile.Profile()
+    profile.enable()
+    jax.make_jaxpr(fn)()
+    profile.disable()
+    out = dict.fromkeys(names, 0)
+    for (file, _, func), (_, ncalls, *_) in pstats.Stats(profile).stats.items():
+        if func in names and file.endswith(names[func]):
+            out[func] += ncalls
+    return out
+
+
+@pytest.mark.parametrize("kind", ["plain", "coupled"])
+@pytest.mark.parametrize("what", ["ground_hard", "ground_compliant", "step_rk4", "step_euler"])
+def test_a_time_step_checks_once(cm, kind, what):
+    """A time step checks its state once at its door and asks the model's kind once
+    (`jaxrbd._api.kernels`): the parts inside are kernels, not public doors."""
+    model = cm if kind == "coupled" else jaxrbd.models.triple_pendulum()
+    q, v = jaxrbd.neutral_configuration(model), jnp.full(model.nv, 0.1)
+    body = model.body_names[-1]
+    pts = jaxrbd.ground.ContactPoints.create(model, [(body, [0.0, 0.0, 0.0], 0.01)])
+    fn = {
+        "ground_hard": lambda: jaxrbd.ground.step(model, q, v, v, 1e-3, pts,
+                                                  jaxrbd.ground.Plane(-1.0), "hard"),
+        "ground_compliant": lambda: jaxrbd.ground.step(model, q, v, v, 1e-3, pts,
+                                                       jaxrbd.ground.Plane(-1.0), "compliant"),
+        "step_rk4": lambda: jaxrbd.step(model, q, v, v, 1e-3, "rk4"),
+        "step_euler": lambda: jaxrbd.step(model, q, v, v, 1e-3, "semi_implicit_euler"),
+    }[what]
+    calls = _calls(fn, {"check_state": "checks.py", "public": "_coupling.py"})
+    assert calls == {"check_state": 1, "public": 1}, calls
