@@ -160,7 +160,7 @@ def mjx_rows(robot, batches, inner):
 
 
 def solver_table(robots):
-    from jaxrbd._ground_solvers import natural_residual, solve
+    from jaxrbd.ground._solvers import natural_residual, solve
 
     plane = ground.Plane(friction=0.7)
     rows = []
@@ -186,7 +186,7 @@ def solver_table(robots):
 
 def solver_timing(robots, B=1024):
     """Time per solve of one contact problem, batched (same iterations)."""
-    from jaxrbd._ground_solvers import solve
+    from jaxrbd.ground._solvers import solve
 
     out = []
     for robot in robots:

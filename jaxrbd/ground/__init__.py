@@ -28,12 +28,22 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from ._api import Kernels, kernels
-from ._core import linalg as _linalg
-from ._core.backend import contact_block
-from ._core.checks import as_float, check_state, check_vector
-from ._core.sharding import blocked_over_devices
-from ._ground_geometry import (
+from .._api import Kernels, kernels
+from .._core import linalg as _linalg
+from .._core.backend import contact_block
+from .._core.checks import as_float, check_state, check_vector
+from .._core.sharding import blocked_over_devices
+from .._integrators import (
+    check_batch_inputs,
+    check_checkpoint,
+    check_controls,
+    check_dt,
+    check_result,
+    rollout_devices,
+    scan_steps,
+)
+from .._model import check_model
+from ._geometry import (
     AbstractTerrain,
     ContactPoints,
     Heightfield,
@@ -44,17 +54,7 @@ from ._ground_geometry import (
     contact_jacobian,
     tangent_basis,
 )
-from ._ground_solvers import SOLVERS, lu_solve, solve
-from ._integrators import (
-    check_batch_inputs,
-    check_checkpoint,
-    check_controls,
-    check_dt,
-    check_result,
-    rollout_devices,
-    scan_steps,
-)
-from ._model import check_model
+from ._solvers import SOLVERS, lu_solve, solve
 
 __all__ = [
     "AbstractTerrain",

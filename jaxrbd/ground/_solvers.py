@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._core import linalg as _linalg
+from .._core import linalg as _linalg
 
 __all__ = ["SOLVERS", "fixed_point_map", "natural_residual", "project_cone", "solve"]
 

@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._api import Kernels, kernels
-from ._core.checks import as_float
-from ._core.host_rotation import quat_matrix
-from .io._mjcf import compile_mjcf
+from .._api import Kernels, kernels
+from .._core.checks import as_float
+from .._core.host_rotation import quat_matrix
+from ..io._mjcf import compile_mjcf
 
 __all__ = [
     "AbstractTerrain",
