@@ -39,7 +39,7 @@ from . import (
     _parameters,
     _zmp,
 )
-from ._core.checks import warn_deprecated
+from ._core.checks import scoped, warn_deprecated
 from ._coupling import dispatch
 
 # ---------------------------------------------------------------- the table
@@ -131,13 +131,14 @@ class Kernels(NamedTuple):
     analytic_rule: bool
 
 
+# each under the named scope of its public door, as when the features called the doors
 _PLAIN = Kernels(
-    forward_dynamics=lambda model, q, qd, tau: _dynamics.forward_dynamics_rule(
-        model, q, qd, tau, None, "aba"),
-    mass_matrix=_dynamics.mass_matrix_rule,
-    bias_forces=_dynamics.bias_forces_rule,
-    point_positions=_kinematics.point_positions,
-    world_jacobians=_kinematics.world_jacobians,
+    forward_dynamics=scoped("forward_dynamics", lambda model, q, qd, tau: (
+        _dynamics.forward_dynamics_rule(model, q, qd, tau, None, "aba"))),
+    mass_matrix=scoped("mass_matrix", _dynamics.mass_matrix_rule),
+    bias_forces=scoped("bias_forces", _dynamics.bias_forces_rule),
+    point_positions=scoped("point_position", _kinematics.point_positions),
+    world_jacobians=scoped("body_jacobian", _kinematics.world_jacobians),
     move=_configuration.move,
     advance=_configuration.advance,
     frame_rate=_configuration.frame_rate,

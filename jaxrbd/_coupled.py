@@ -36,21 +36,29 @@ from . import (
     _zmp,
 )
 from ._core import linalg
-from ._core.checks import as_float, check_f_ext, check_state, check_vector
+from ._core.checks import as_float, check_f_ext, check_state, check_vector, scoped
 from ._coupling import expand_q, expand_v, reduce_cols, reduce_forces, reduce_matrix
 from ._dynamics import check_derivatives
 
 # ---------------------------------------------------------------- dynamics
 
 
+# the full tree's kernels under the named scopes of their doors
+_mass_matrix = scoped("mass_matrix", _dynamics.mass_matrix_rule)
+_bias_forces = scoped("bias_forces", _dynamics.bias_forces_rule)
+_point_positions = scoped("point_position", _kinematics.point_positions)
+_world_jacobians = scoped("body_jacobian", _kinematics.world_jacobians)
+_move = scoped("integrate", _configuration.move)
+
+
 def mass_matrix_kernel(cm, q):
     """``Aᵀ H_full A`` for a checked ``q``."""
-    return reduce_matrix(cm, _dynamics.mass_matrix_rule(cm.base, expand_q(cm, q)))
+    return reduce_matrix(cm, _mass_matrix(cm.base, expand_q(cm, q)))
 
 
 def bias_forces_kernel(cm, q, qd):
     """``Aᵀ C_full`` (no ``f_ext``) for checked ``q``, ``qd``."""
-    return reduce_forces(cm, _dynamics.bias_forces_rule(cm.base, expand_q(cm, q), expand_v(cm, qd)))
+    return reduce_forces(cm, _bias_forces(cm.base, expand_q(cm, q), expand_v(cm, qd)))
 
 
 def forward_dynamics_kernel(cm, q, qd, tau):
@@ -181,7 +189,7 @@ def inverse_dynamics_regressor(cm, q, qd, qdd, *, armature=False):
 
 def move(cm, q, v, dt):
     """``q (+) v dt`` on the full tree for a checked state (`jaxrbd._configuration.move`)."""
-    qf = _configuration.move(cm.base, expand_q(cm, q), expand_v(cm, v), dt)
+    qf = _move(cm.base, expand_q(cm, q), expand_v(cm, v), dt)
     return qf[np.asarray(cm.independent_q, np.int64)]
 
 
@@ -268,12 +276,12 @@ def _jacobian(plain):
 
 def point_positions(cm, q, p, bodies):
     """`jaxrbd._kinematics.point_positions` for a checked ``q``."""
-    return _kinematics.point_positions(cm.base, expand_q(cm, q), p, bodies)
+    return _point_positions(cm.base, expand_q(cm, q), p, bodies)
 
 
 def world_jacobians(cm, q, p, bodies):
     """`jaxrbd._kinematics.world_jacobians` for a checked ``q``: ``J_full A``."""
-    return reduce_cols(cm, _kinematics.world_jacobians(cm.base, expand_q(cm, q), p, bodies))
+    return reduce_cols(cm, _world_jacobians(cm.base, expand_q(cm, q), p, bodies))
 
 
 forward_kinematics = _position_only(_kinematics.forward_kinematics)
