@@ -102,8 +102,8 @@ def frame_rate(model, v, rows=None):
         return jnp.zeros_like(v)
     w = take_rows(v, w_rows.reshape(-1)).reshape(-1, 3)
     lin = take_rows(v, lin_rows.reshape(-1)).reshape(-1, 3)
-    return place_rows(v.shape[0], [(lin_rows, jnp.cross(w, lin).reshape(-1))], jnp.zeros_like(v),
-                      slices=True)
+    zero = jnp.zeros_like(v)
+    return place_rows(v.shape[0], [(lin_rows, jnp.cross(w, lin).reshape(-1))], zero, slices=True)
 
 
 def advance(model, q, v_move, v_end, dt, mover=None, rows=None):
