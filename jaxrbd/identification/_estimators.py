@@ -172,7 +172,7 @@ class _LMState(NamedTuple):
     done: jax.Array
 
 
-def _levenberg_marquardt(cost, normal, x0, max_iters, tol):
+def levenberg_marquardt(cost, normal, x0, max_iters, tol):
     """Minimise ``cost(x)`` given ``normal(x) -> (f, g, H)``, the cost, its gradient and a
     (Gauss-Newton or exact) Hessian: ``f(x + dx) ~ f + g.dx + dx^T H dx / 2``.
 
@@ -243,7 +243,7 @@ def fit_residual(residual, x0, *, max_iters: int = 100, tol: float = 1e-12):
         J = jax.jacfwd(residual)(x)
         return r @ r, 2.0 * J.T @ r, 2.0 * J.T @ J
 
-    s = _levenberg_marquardt(cost, normal, x0, max_iters, tol)
+    s = levenberg_marquardt(cost, normal, x0, max_iters, tol)
     return s.x, s.f, s.it
 
 
@@ -374,7 +374,7 @@ def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, 
         H = H.at[:n_in, :n_in].add(weight * Hblock)
         return cost(z), g, H
 
-    s = _levenberg_marquardt(cost, normal, z0, max_iters, tol)
+    s = levenberg_marquardt(cost, normal, z0, max_iters, tol)
     return s.x, s.f, s.it
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from .._integrators import rollout
 from ._base import BaseParameters
 from ._drive import FrictionModel
-from ._estimators import _levenberg_marquardt, identified_model, standard_parameters
+from ._estimators import identified_model, levenberg_marquardt, standard_parameters
 
 __all__ = ["SimulationFit", "shooting_windows", "simulate_windows", "simulation_error_fit"]
 
@@ -202,7 +202,7 @@ def _solve(model, friction, integrator, substeps, Einv, E, p_prior, qw, tw, dt, 
         g = jnp.zeros(n, z.dtype).at[idx].add(2.0 * jnp.einsum("wri,wr->wi", J, r))
         return jnp.sum(r * r), g, H
 
-    s = _levenberg_marquardt(cost, normal, z0, max_iters, tol)
+    s = levenberg_marquardt(cost, normal, z0, max_iters, tol)
     # the start and the end in one batched evaluation
     both = jax.vmap(rows)(jnp.stack([z0, s.x]))
     err = both[:, :, : L * nv].reshape(2, W, L, nv) * sigma[None, None, None, :]
