@@ -311,6 +311,32 @@ def write_json(path: str | os.PathLike, rows: Sequence[dict[str, Any]],
     tmp.replace(path)
 
 
+# --------------------------------------------------------------------------- Menagerie
+
+def menagerie_model(path: str | os.PathLike):
+    """A Menagerie scene's compiled ``MjModel`` and how many of its meshes are missing.
+
+    Snapshots of the Menagerie repository lack its largest mesh files. A mesh whose file
+    is missing is deleted, with the geoms that use it, when those geoms are visual only
+    (they carry no mass); a missing collision mesh raises `FileNotFoundError`.
+    """
+    import mujoco
+
+    spec = mujoco.MjSpec.from_file(str(path))
+    mdir = os.path.join(os.path.dirname(str(path)), spec.meshdir or "")
+    missing = {me.name for me in spec.meshes if not os.path.exists(os.path.join(mdir, me.file))}
+    for g in list(spec.geoms):
+        if g.type == mujoco.mjtGeom.mjGEOM_MESH and g.meshname in missing:
+            if g.contype or g.conaffinity:
+                raise FileNotFoundError(
+                    f"collision mesh {g.meshname!r} missing from this snapshot")
+            spec.delete(g)
+    for me in list(spec.meshes):
+        if me.name in missing:
+            spec.delete(me)
+    return spec.compile(), len(missing)
+
+
 # --------------------------------------------------------------------------- kernels
 
 #: HLO instructions that launch no kernel of their own on XLA:CPU (buffer aliases,

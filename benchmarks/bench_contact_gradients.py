@@ -60,17 +60,7 @@ def anymal_c(root):
     import mujoco
 
     path = Path(root) / "anybotics_anymal_c" / "scene_mjx.xml"
-    spec = mujoco.MjSpec.from_file(str(path))
-    mdir = path.parent / (spec.meshdir or "")
-    # this snapshot may lack visual meshes: delete those (they carry no mass)
-    missing = {me.name for me in spec.meshes if not (mdir / me.file).exists()}
-    for g in list(spec.geoms):
-        if g.type == mujoco.mjtGeom.mjGEOM_MESH and g.meshname in missing:
-            spec.delete(g)
-    for me in list(spec.meshes):
-        if me.name in missing:
-            spec.delete(me)
-    m = spec.compile()
+    m, _ = C.menagerie_model(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = jaxrbd.load_mjcf(m)

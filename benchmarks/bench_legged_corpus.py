@@ -104,21 +104,10 @@ class Skip(Exception):
 
 def load_spec(path):
     """The scene's MjModel, with missing visual-only meshes deleted (see the module doc)."""
-    import mujoco
-
-    spec = mujoco.MjSpec.from_file(path)
-    mdir = os.path.join(os.path.dirname(path), spec.meshdir or "")
-    missing = {me.name for me in spec.meshes if not os.path.exists(os.path.join(mdir, me.file))}
-    for g in list(spec.geoms):
-        if g.type == mujoco.mjtGeom.mjGEOM_MESH and g.meshname in missing:
-            if g.contype or g.conaffinity:
-                raise Skip(f"collision mesh {g.meshname!r} missing from this snapshot")
-            spec.delete(g)
-    for me in list(spec.meshes):
-        if me.name in missing:
-            spec.delete(me)
     try:
-        return spec.compile(), len(missing)
+        return cm.menagerie_model(path)
+    except FileNotFoundError as e:
+        raise Skip(str(e)) from None
     except Exception as e:  # noqa: BLE001 - any compiler error skips the robot
         raise Skip(f"does not compile: {str(e)[:120]}") from None
 

@@ -105,12 +105,12 @@ def place_rows(n: int, parts, base=None, *, scatter=None, slices=False):
     arrays = [base] + [v for *_, v in parts]
     tail = np.broadcast_shapes(*(a.shape[1:] for a in arrays))
     dtype = jnp.result_type(*arrays)
-    if slices:
-        return take_rows(jnp.concatenate([jnp.broadcast_to(a, a.shape[:1] + tail).astype(dtype)
-                                          for a in arrays]), table)
-    if scatter is None and _unbatched(arrays) and n * off <= MAX_SELECT:
+    select = scatter is None and _unbatched(arrays) and n * off <= MAX_SELECT
+    if slices or select:  # both read the base and the placed rows stacked
         src = jnp.concatenate([jnp.broadcast_to(a, a.shape[:1] + tail).astype(dtype)
                                for a in arrays])
+        if slices:
+            return take_rows(src, table)
         return _select_sum(table[:, None] == np.arange(off)[None], src)
     if _unbatched(arrays) if scatter is None else scatter:
         out = jnp.broadcast_to(base, (n,) + tail).astype(dtype)
