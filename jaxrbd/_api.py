@@ -41,6 +41,7 @@ from . import (
 )
 from ._core.checks import scoped, warn_deprecated
 from ._coupling import dispatch
+from ._jit import compiled_when_eager
 
 # ---------------------------------------------------------------- the table
 
@@ -79,12 +80,23 @@ PLAIN_ONLY = {
     _markers: ("marker_positions", "marker_jacobian", "marker_kinematics"),
 }
 
+#: the public names that stay eager when called outside a trace: their results are not
+#: all arrays (`actuation_mask` returns a NumPy mask)
+EAGER = ("actuation_mask",)
+
+
+def _public(name, door, variant=None):
+    public = dispatch(door, variant) if variant is not None else dispatch(door)
+    return public if name in EAGER else compiled_when_eager(public)
+
+
 #: public name -> its function (`dispatch` of its door and its coupled variant, or of its
-#: door alone); bound as the names of this module below
+#: door alone, compiled as one program when called eagerly: `compiled_when_eager`); bound
+#: as the names of this module below
 PUBLIC = {
-    **{name: dispatch(getattr(module, name), getattr(_coupled, name))
+    **{name: _public(name, getattr(module, name), getattr(_coupled, name))
        for module, names in COUPLED.items() for name in names},
-    **{name: dispatch(getattr(module, name))
+    **{name: _public(name, getattr(module, name))
        for module, names in PLAIN_ONLY.items() for name in names},
 }
 globals().update(PUBLIC)

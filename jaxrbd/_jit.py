@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 
+import equinox as eqx
 import jax
 
 try:  # JAX's private trace state (`nested`); where it moved, `nested` assumes the top level
@@ -29,7 +30,10 @@ from ._core.backend import (
     platform,
 )
 
-__all__ = ["AVX512_COMPILER_OPTIONS", "CPU_COMPILER_OPTIONS", "compiler_options", "jit"]
+__all__ = [
+    "AVX512_COMPILER_OPTIONS", "CPU_COMPILER_OPTIONS", "compiled_when_eager", "compiler_options",
+    "jit",
+]
 
 
 def nested() -> bool:
@@ -112,3 +116,38 @@ def jit(fun=None, **kwargs):
     if not callable(fun):
         raise TypeError(f"jaxrbd.jit expects a callable, got {type(fun).__name__}")
     return _Jit(fun, kwargs)
+
+
+def compiled_when_eager(fun):
+    """``fun`` compiled as one program (`eqx.filter_jit`) when it is called outside any
+    trace, and ``fun`` itself inside one.
+
+    A public function called eagerly would otherwise run op by op: each `lax.scan` of a
+    recursion compiles its body on every call, and one talos ``forward_dynamics`` costs
+    seconds instead of microseconds. Compiled, the first call per model structure and
+    argument shapes pays one compilation and the next ones run the program. Inside a
+    user's `jax.jit`, `jax.vmap` or `jax.grad` nothing changes: the trace goes straight
+    through ``fun``.
+
+    The arguments are split as `eqx.filter_jit` does: arrays (JAX and NumPy) are inputs of
+    the program, everything else (body names, frames, options, Python numbers) is part of
+    its key, so a new Python number compiles again. Under `jax.disable_jit` the call runs
+    op by op, as before. Checks that raise on the arguments' shapes, dtypes or names raise
+    the same errors on the first call; Python warnings of the function are issued when it
+    is traced, i.e. on the first call per key.
+
+    Example:
+        >>> from jaxrbd._jit import compiled_when_eager
+        >>> f = compiled_when_eager(lambda x, k: x * k)
+        >>> f(jnp.ones(2), 3)
+        Array([3., 3.], dtype=float64)
+    """
+    jitted = eqx.filter_jit(fun)
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        if nested() or jax.config.jax_disable_jit:
+            return fun(*args, **kwargs)
+        return jitted(*args, **kwargs)
+
+    return call

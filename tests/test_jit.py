@@ -127,3 +127,40 @@ def test_nested_in_other_traces(humanoid_batch):
     np.testing.assert_allclose(around_batched(model, Q, QD, TAU), want, rtol=1e-10, atol=1e-10)
     g = jax.grad(lambda tau: jnp.sum(fd(model, Q[0], QD[0], tau)))(TAU[0])
     assert g.shape == (model.nv,) and bool(jnp.all(jnp.isfinite(g)))
+
+
+def test_eager_public_calls_compile_once():
+    """A public function called outside any trace runs one compiled program per model
+    structure and shapes: the second call compiles nothing, a new shape compiles again,
+    and the result equals the function traced inside the user's own jit."""
+    model = jaxrbd.models.chain(3)
+    q, qd, tau = (jnp.asarray(np.full(3, x)) for x in (0.2, -0.1, 0.5))
+    compiles = []
+
+    class Count(__import__("logging").Handler):
+        def emit(self, record):
+            if "Compiling" in record.getMessage():
+                compiles.append(record.getMessage())
+
+    logger = __import__("logging").getLogger("jax._src.interpreters.pxla")
+    handler = Count()
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            first = jaxrbd.forward_dynamics(model, q, qd, tau)
+            n_first = len(compiles)
+            second = jaxrbd.forward_dynamics(model, np.asarray(q), qd, tau)  # NumPy: the same key
+            n_second = len(compiles)
+            z = jnp.zeros(4)
+            jaxrbd.forward_dynamics(jaxrbd.models.chain(4), z, z, z)
+            n_other = len(compiles)
+    finally:
+        logger.removeHandler(handler)
+    assert n_first >= 1 and n_second == n_first, compiles
+    assert n_other > n_second, "a new model structure compiles a new program"
+    inside = jax.jit(lambda q: jaxrbd.forward_dynamics(model, q, qd, tau))(q)
+    np.testing.assert_allclose(first, inside, rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(first, second)
+    # checks still raise their own errors on the first call
+    with pytest.raises(ValueError, match="q has shape"):
+        jaxrbd.forward_dynamics(model, jnp.zeros(4), qd, tau)
