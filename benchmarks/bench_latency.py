@@ -17,6 +17,15 @@ each ``Model.traversal`` named by ``--traversals`` (``auto``, the default schedu
 row times a jitted function of the same arguments that only returns ``q``: the floor
 JAX's call overhead puts under every ``arg`` row (flattening the model pytree included).
 
+A ``rollout`` row (with ``MENAGERIE_ROOT`` set to a MuJoCo Menagerie checkout, else
+skipped with the reason) times one trajectory of ``--rollout-steps`` semi-implicit Euler
+steps of Menagerie's ``pal_talos`` (``talos_motor.xml`` loaded with `jaxrbd.load_mjcf`,
+zero torques, from ``qpos0``) in one `jaxrbd.rollout`, per step, against `mujoco.mj_step`
+on the same compiled ``MjModel`` with constraints, actuation, springs and dampers
+disabled and the Euler integrator (MuJoCo's Euler is semi-implicit), timed in the same
+process; the row records how far the two final states are apart. The same robot
+standing on the ground with contacts on is `bench_legged_corpus.py`'s Talos row.
+
 Besides the times the script records the number of kernels one call executes, counted
 from the compiled HLO (`_common.count_kernels`: fusions, custom calls, copies, ...,
 ``while`` bodies times their trip counts): on XLA:CPU each costs a fixed 50-60 ns of
@@ -33,7 +42,9 @@ Writes ``benchmarks/results/latency.json`` (``--out`` overrides).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -153,6 +164,60 @@ def run_robot(name, floating, args, rows):
                   f"x{row['ratio']:.2f}  kernels {nk}  compile {compile_s:.2f} s", flush=True)
 
 
+def run_rollout(args, rows):
+    """The one-trajectory ``rollout`` row against ``mj_step`` (see the module doc)."""
+    root = os.environ.get("MENAGERIE_ROOT")
+    if not root:
+        print("rollout: skipped, MENAGERIE_ROOT is not set (a MuJoCo Menagerie checkout)")
+        return
+    try:
+        import mujoco
+    except ImportError:
+        print("rollout: skipped, mujoco is not installed")
+        return
+    m, _ = C.menagerie_model(Path(root) / "pal_talos" / "talos_motor.xml")
+    D = mujoco.mjtDisableBit
+    for bit in (D.mjDSBL_CONSTRAINT, D.mjDSBL_ACTUATION, D.mjDSBL_SPRING, D.mjDSBL_DAMPER):
+        m.opt.disableflags |= int(bit)
+    m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    # MuJoCo's equality constraints are off with the rest of its constraints: every joint
+    # of the jaxrbd model is independent too
+    model = jaxrbd.load_mjcf(m, joint_equalities="independent")
+    n, dt = args.rollout_steps, float(m.opt.timestep)
+    q0, qd0 = jnp.asarray(m.qpos0), jnp.zeros(model.nv)
+    tau = jnp.zeros((n, model.nv))
+
+    def simulate(q0, qd0, tau):
+        return jaxrbd.rollout(model, q0, qd0, tau, dt, "semi_implicit_euler")
+
+    jitted, _, compile_s = C.compile_jit(simulate, q0, qd0, tau)
+    t = C.time_jax(jitted, q0, qd0, tau, budget_s=max(args.budget, 3.0), min_repeats=3)
+    qs, _ = jitted(q0, qd0, tau)
+    d = mujoco.MjData(m)
+    best = np.inf
+    for _ in range(5):
+        mujoco.mj_resetData(m, d)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            mujoco.mj_step(m, d)
+        best = min(best, time.perf_counter() - t0)
+    # jaxrbd's free-joint quaternion is MuJoCo's (w, x, y, z) in its own order: compare
+    # the positions of the base and the hinge angles
+    q_end = np.asarray(qs[-1])
+    gap = float(max(np.max(np.abs(q_end[:3] - d.qpos[:3])),
+                    np.max(np.abs(q_end[7:] - d.qpos[7:]))))
+    row = {"robot": "pal_talos (Menagerie)", "nv": model.nv, "function": "rollout",
+           "model": "closed", "traversal": model.traversal, "peer": "mujoco.mj_step",
+           "steps": n, "time_s": t["min_s"] / n, "median_s": t["median_s"] / n,
+           "peer_s": best / n, "compile_s": compile_s, "ratio": t["min_s"] / best,
+           "target_s": 2 * best / n, "met": t["min_s"] <= 2 * best,
+           "final_state_gap": gap}
+    rows.append(row)
+    print(f"  rollout ({n} steps, per step)  {C.fmt_time(row['time_s'])}  mj_step "
+          f"{C.fmt_time(row['peer_s'])}  x{row['ratio']:.2f}  compile {compile_s:.2f} s  "
+          f"final-state gap {gap:.1e}", flush=True)
+
+
 def _to_jaxrbd(model, pm, q, v, w):
     """Pinocchio's state in jaxrbd's joint order (per-joint blocks match, matched by name,
     as in ``tests/conftest.reference_maps``)."""
@@ -176,6 +241,8 @@ def main(argv=None):
                    help="Model.traversal of the rows: auto (the default schedule), dense")
     p.add_argument("--budget", type=float, default=1.0, help="seconds per jaxrbd row")
     p.add_argument("--pin-budget", type=float, default=0.5, help="seconds per Pinocchio row")
+    p.add_argument("--rollout-steps", type=int, default=1000,
+                   help="steps of the Menagerie pal_talos rollout row (0: no rollout row)")
     p.add_argument("--out", default=str(C.RESULTS / "latency.json"))
     C.add_jit_argument(p)
     args = p.parse_args(argv)
@@ -186,6 +253,8 @@ def main(argv=None):
     rows = []
     for name in args.robots.split(","):
         run_robot(name, ROBOTS[name], args, rows)
+    if args.rollout_steps:
+        run_rollout(args, rows)
     meta = C.machine_metadata()
     meta["machine"]["note"] = ("AMD EPYC VM, AVX2 only (no AVX-512), 2 cores shared with "
                                "other work; times are the minimum of adaptive repeats")
