@@ -18,6 +18,7 @@ from ._base import base_parameters as base_parameters
 from ._base import condition_number as condition_number
 from ._base import pivoted_qr as pivoted_qr
 from ._drive import FrictionModel as FrictionModel
+from ._drive import NonlinearFriction as NonlinearFriction
 from ._drive import add_payload as add_payload
 from ._drive import identification_regressor as identification_regressor
 from ._drive import payload_parameters as payload_parameters

@@ -4,7 +4,8 @@ and payloads; the identification regressor that stacks them with the inertial co
 The linear terms (armature ``qdd``, viscous ``qd``, Coulomb ``tanh(qd / width)``, offset
 ``1``) are columns of the regressor next to the ``10 nbodies`` inertial columns; the
 nonlinear ones (Stribeck, the sigmoid of Gaz et al. 2019) are differentiable functions
-of their parameters, fitted with `fit_residual`.
+of their parameters (`NonlinearFriction`), fitted next to the linear ones by
+`consistent_fit`, or alone by `fit_residual`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .._parameters import with_inertial_parameters
 
 __all__ = [
     "FrictionModel",
+    "NonlinearFriction",
     "add_payload",
     "identification_regressor",
     "payload_parameters",
@@ -236,6 +238,90 @@ def sigmoid_friction(qd, phi1, phi2, phi3):
         0.0
     """
     return phi1 * (jax.nn.sigmoid(phi2 * (qd + phi3)) - jax.nn.sigmoid(phi2 * phi3))
+
+
+_NONLINEAR = {"stribeck": ("stribeck_excess", "stribeck_velocity"),
+              "sigmoid": ("phi1", "phi2", "phi3")}
+
+
+@dataclasses.dataclass(frozen=True)
+class NonlinearFriction:
+    """Per-joint friction terms that are nonlinear in their parameters, identified as
+    differentiable parameters next to the regressor's linear ones (`consistent_fit`).
+
+    Each joint ``j`` has its own parameters ``theta_j``; the term adds to the joint's
+    torque (as the regressor's terms, the torque the drive spends on friction):
+
+    * ``kind="stribeck"``: ``theta_j = (fs_j - fc_j, vs_j)`` [N m, rad/s], the Stribeck
+      excess of the static over the Coulomb level and the Stribeck velocity:
+      ``(fs - fc) exp(-(qd / vs)^2) tanh(qd / width)``. With the Coulomb and viscous
+      columns of a `FrictionModel` (same ``width``) the sum is `stribeck_friction`.
+    * ``kind="sigmoid"``: ``theta_j = (phi1_j, phi2_j, phi3_j)`` [N m, s/rad, rad/s],
+      the model of Gaz et al. (2019), `sigmoid_friction`.
+
+    Hashable: a static argument of the compiled fit.
+
+    Args:
+        kind: ``"stribeck"`` or ``"sigmoid"``.
+        width: the smooth sign's width [rad/s] of the Stribeck term (`smooth_sign`).
+
+    Example:
+        >>> nl = NonlinearFriction("sigmoid")
+        >>> qd = jnp.array([[0.5, -0.5]])
+        >>> theta = jnp.array([[0.5, 5.0, 0.04], [0.6, 9.0, 0.03]])
+        >>> nl(qd, theta).shape, nl.derivatives(qd, theta).shape
+        ((1, 2), (1, 2, 3))
+    """
+
+    kind: str = "stribeck"
+    width: float = 0.01
+
+    def __post_init__(self):
+        if self.kind not in _NONLINEAR:
+            raise ValueError(f"kind must be one of {sorted(_NONLINEAR)}, got {self.kind!r}")
+        if not self.width > 0:
+            raise ValueError(f"width must be positive [rad/s], got {self.width}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of one joint's parameters."""
+        return _NONLINEAR[self.kind]
+
+    @property
+    def n_params(self) -> int:
+        """Parameters per joint."""
+        return len(self.names)
+
+    def _term(self, qd, theta):
+        if self.kind == "stribeck":
+            excess, vs = theta[..., 0], theta[..., 1]
+            return excess * jnp.exp(-jnp.square(qd / vs)) * smooth_sign(qd, self.width)
+        return sigmoid_friction(qd, theta[..., 0], theta[..., 1], theta[..., 2])
+
+    def __call__(self, qd, theta):
+        """The friction torques, `(T, nv)`, of velocities `(T, nv)` [rad/s] and
+        parameters `(nv, n_params)`."""
+        qd = jnp.asarray(qd)
+        return self._term(qd, jnp.broadcast_to(theta, qd.shape + jnp.shape(theta)[-1:]))
+
+    def derivatives(self, qd, theta):
+        """``d tau_tj / d theta_jk``, `(T, nv, n_params)`: the exact Jacobian, by forward
+        mode per joint, batched over samples and joints (a joint's term depends only on
+        its own parameters, so the full `(T nv, nv n_params)` Jacobian is this,
+        block by block)."""
+        per = jax.jacfwd(self._term, argnums=1)
+        return jax.vmap(jax.vmap(per))(qd, jnp.broadcast_to(theta, qd.shape + theta.shape[-1:]))
+
+    def start(self, nv: int):
+        """A neutral start `(nv, n_params)`: no Stribeck excess at ``vs = 0.1`` rad/s; a
+        sigmoid of zero height, steepness 10 s/rad, no offset (the height is linear in
+        the residual, so the first step gives it a value and the others a gradient)."""
+        row = [0.0, 0.1] if self.kind == "stribeck" else [0.0, 10.0, 0.0]
+        return np.tile(np.asarray(row, np.float64), (int(nv), 1))
+
+    def column_names(self, model) -> tuple[str, ...]:
+        """``"<joint>.<parameter>"`` in the order of the flattened `(nv, n_params)`."""
+        return tuple(f"{j}.{n}" for j in model.joint_names for n in self.names)
 
 
 # ---------------------------------------------------------------------- payloads

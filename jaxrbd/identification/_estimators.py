@@ -14,7 +14,7 @@ import numpy as np
 
 from .._parameters import inertial_parameters, is_physically_consistent
 from ._base import BaseParameters
-from ._drive import FrictionModel
+from ._drive import FrictionModel, NonlinearFriction
 
 __all__ = [
     "ConsistentFit",
@@ -306,6 +306,8 @@ class ConsistentFit(NamedTuple):
         joint_sigma: `(nv,)` the per-joint noise levels the residual was weighted with [N m].
         replaced_prior: ids of prior bodies that were not consistent and were replaced
             by spheres for the start and the prior.
+        nonlinear: the `NonlinearFriction` fitted with the linear parameters, or None.
+        nonlinear_params: its parameters `(nv, n_params)` (None without one).
     """
 
     params: jax.Array
@@ -316,6 +318,23 @@ class ConsistentFit(NamedTuple):
     prior_weight: float
     joint_sigma: np.ndarray
     replaced_prior: tuple[int, ...]
+    nonlinear: NonlinearFriction | None = None
+    nonlinear_params: np.ndarray | None = None
+
+    def torques(self, Y, qd=None):
+        """The predicted efforts `(T, nv)` of the stacked regressor ``Y`` `(T nv, P)`
+        and, with a nonlinear term, the velocities ``qd`` `(T, nv)` of the same samples."""
+        p = np.asarray(self.params)
+        nv = len(self.joint_sigma)
+        tau = np.asarray(_matvec(jnp.asarray(Y), jnp.asarray(p))).reshape(-1, nv)
+        if self.nonlinear is None:
+            return tau
+        if qd is None or np.shape(qd) != tau.shape:
+            raise ValueError(f"qd must be given with shape {tau.shape} for the nonlinear "
+                             f"{self.nonlinear.kind} friction, got "
+                             f"{None if qd is None else np.shape(qd)}")
+        return tau + np.asarray(self.nonlinear(jnp.asarray(qd, p.dtype),
+                                               jnp.asarray(self.nonlinear_params)))
 
 
 def _identified_bodies(model):
@@ -378,6 +397,84 @@ def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, 
     return s.x, s.f, s.it
 
 
+@functools.partial(jax.jit, static_argnames=("max_iters", "nonlinear"))
+def _consistent_solve_nonlinear(G, Yw, tw, w, qd, x0, x_prior, J0inv, weight, ridge, max_iters,
+                                tol, nonlinear):
+    # x = [z (as _consistent_solve), then the nonlinear parameters (nv, k) flattened];
+    # Yw, tw: the weighted regressor's free columns and the weighted torques less the
+    # fixed columns' part; G = Yw^T Yw
+    n_in = J0inv.shape[0] * 10
+    nz = G.shape[0]
+    T, nv = qd.shape
+    Y3 = Yw.reshape(T, nv, nz)
+    w2 = w.reshape(T, nv)
+
+    def residual(x):
+        theta = x[nz:].reshape(nv, -1)
+        return Yw @ x[:nz] - tw + (w2 * nonlinear(qd, theta)).ravel()
+
+    def cost(x):
+        r = residual(x)
+        dx = x - x_prior
+        return (r @ r + weight * jnp.sum(_logdet_divergence(x[:n_in].reshape(-1, 10), J0inv))
+                + ridge * dx @ dx)
+
+    def normal(x):
+        # Gauss-Newton on the data term with the exact Jacobian [Yw, W dtau/dtheta] (the
+        # friction block is block diagonal over joints: formed per joint, batched over
+        # samples), the exact Hessian of the prior
+        r = residual(x)
+        D = nonlinear.derivatives(qd, x[nz:].reshape(nv, -1)) * w2[..., None]  # (T, nv, k)
+        k = D.shape[-1]
+        r3 = r.reshape(T, nv)
+        gp, Hblock = _divergence_derivatives(x[:n_in], J0inv)
+        g = 2.0 * jnp.concatenate([Yw.T @ r, jnp.einsum("tjk,tj->jk", D, r3).ravel()])
+        g = g.at[:n_in].add(weight * gp.reshape(-1)) + 2.0 * ridge * (x - x_prior)
+        Hzt = jnp.einsum("tjp,tjk->pjk", Y3, D).reshape(nz, nv * k)
+        Htt_blocks = jnp.einsum("tjk,tjl->jkl", D, D)
+        Htt = (jnp.eye(nv, dtype=x.dtype)[:, None, :, None] * Htt_blocks[:, :, None, :]).reshape(
+            nv * k, nv * k)
+        H = 2.0 * jnp.block([[G, Hzt], [Hzt.T, Htt]])
+        H = H + 2.0 * ridge * jnp.eye(x.size, dtype=x.dtype)
+        H = H.at[:n_in, :n_in].add(weight * Hblock)
+        return cost(x), g, H
+
+    s = levenberg_marquardt(cost, normal, x0, max_iters, tol)
+    return s.x, s.f, s.it
+
+
+class _NonlinearData(NamedTuple):
+    """What the nonlinear term of a consistent fit needs besides the Gram matrix."""
+
+    friction: NonlinearFriction
+    Y: np.ndarray  # (T nv, P), unweighted
+    tau: np.ndarray  # (T nv,)
+    qd: np.ndarray  # (T, nv)
+    start: np.ndarray  # (nv, n_params)
+
+
+def _nonlinear_data(nonlinear, Y, tau, qd, start, nv):
+    if nonlinear is None:
+        if qd is not None or start is not None:
+            raise ValueError("qd and nonlinear_start need a nonlinear friction term "
+                             "(nonlinear=NonlinearFriction(...))")
+        return None
+    if not isinstance(nonlinear, NonlinearFriction):
+        raise TypeError(f"nonlinear must be a NonlinearFriction, got {type(nonlinear).__name__}")
+    T = len(tau) // nv
+    if qd is None or np.shape(qd) != (T, nv):
+        raise ValueError(f"qd must have shape ({T}, {nv}) = (T, nv) for the nonlinear "
+                         f"friction, got {None if qd is None else np.shape(qd)}")
+    qd = np.asarray(qd, np.float64)
+    if not np.all(np.isfinite(qd)):
+        raise ValueError("qd has NaN or infinite entries")
+    start = nonlinear.start(nv) if start is None else np.asarray(start, np.float64)
+    if start.shape != (nv, nonlinear.n_params):
+        raise ValueError(f"nonlinear_start has shape {start.shape}, expected "
+                         f"({nv}, {nonlinear.n_params}) = (nv, {nonlinear.names})")
+    return _NonlinearData(nonlinear, Y, tau, qd, start)
+
+
 @jax.jit
 def _gram_jit(Y, tau, w):
     Yw = Y * w[:, None]
@@ -412,6 +509,7 @@ def _row_weights(joint_sigma, n):
 
 def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
                    prior_weight: float = 1.0, joint_sigma=None, start=None,
+                   nonlinear: NonlinearFriction | None = None, qd=None, nonlinear_start=None,
                    max_iters: int = 200, tol: float = 1e-12) -> ConsistentFit:
     """Physically consistent identification with a prior towards the a priori model.
 
@@ -443,6 +541,15 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
     ``1e-10 trace(Y^T W^2 Y) / P`` towards the prior, which only matters for columns the
     data do not excite at all.
 
+    With ``nonlinear`` (a `NonlinearFriction`: Stribeck, or the sigmoid of Gaz et al.
+    2019) its per-joint parameters ``theta`` are fitted jointly: the residual becomes
+    ``Y p + f(qd; theta) - tau``, the problem is no longer convex in ``theta``, and each
+    step is a Gauss-Newton step on the data term with the exact Jacobian
+    ``[Y, df/dtheta]`` (``df/dtheta`` by forward mode, block diagonal over joints,
+    batched over samples; the cross block ``Y^T W^2 df/dtheta`` costs ``O(T nv P k)`` a
+    step), plus the prior's exact Hessian. ``theta`` gets the same small ridge towards
+    ``nonlinear_start``.
+
     Args:
         model: the a priori `jaxrbd.Model` (structure, and the prior unless ``prior_model``).
         Y: `(T nv, P)` stacked regressor (`stacked_regressor`).
@@ -453,28 +560,48 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
         joint_sigma: `(nv,)` per-joint noise levels [N m] for whitening (default: the RMS
             residual per joint of ordinary least squares on ``Y``).
         start: `(P,)` consistent standard parameters to start from (default: the prior).
+        nonlinear: a `NonlinearFriction` fitted with the linear parameters (needs ``qd``).
+        qd: `(T, nv)` velocities of ``Y``'s samples [rad/s], for ``nonlinear``.
+        nonlinear_start: `(nv, nonlinear.n_params)` its start (default
+            ``nonlinear.start(nv)``).
         max_iters: at most this many steps (per stage of the path).
         tol: stop when a step reduces the cost by less than ``tol`` relative.
 
     Returns:
-        A `ConsistentFit`.
+        A `ConsistentFit` (``torques`` predicts with it).
 
     Raises:
         ValueError: shapes that do not match, non-finite data, a weight <= 0, or a
             ``start`` that is not physically consistent.
+
+    Example:
+        >>> arm = jaxrbd.models.chain(2)
+        >>> fm = FrictionModel(armature=False, offset=False)
+        >>> nl = NonlinearFriction("stribeck", width=fm.coulomb_width)
+        >>> t = np.linspace(0.0, 4.0, 200)[:, None]
+        >>> q, qd, qdd = np.sin(t * [1.0, 1.3]), np.cos(t * [1.0, 1.3]), -np.sin(t * [1.0, 1.3])
+        >>> Y = jaxrbd.identification.stacked_regressor(arm, fm, q, qd, qdd)
+        >>> theta = np.array([[0.3, 0.05], [0.2, 0.08]])  # fs - fc, vs per joint
+        >>> tau = Y @ standard_parameters(arm, fm) + nl(qd, theta).ravel()
+        >>> fit = consistent_fit(arm, Y, tau, fm, nonlinear=nl, qd=qd, joint_sigma=[1.0, 1.0])
+        >>> np.round(fit.nonlinear_params, 4).tolist()
+        [[0.3, 0.05], [0.2, 0.08]]
     """
     nv = model.nv
     Y, tau = _check_problem(Y, tau, nv)
+    nl = _nonlinear_data(nonlinear, Y, tau, qd, nonlinear_start, nv)
     if joint_sigma is None:
         joint_sigma = _ols_sigma(Y, tau, nv)
     joint_sigma = np.maximum(np.asarray(joint_sigma, np.float64), 1e-9)
+    if joint_sigma.shape != (nv,):
+        raise ValueError(f"joint_sigma has shape {joint_sigma.shape}, expected ({nv},)")
     gram = _gram(Y, tau, _row_weights(joint_sigma, len(tau)))
     return _consistent_from_gram(model, gram, friction, prior_model, prior_weight, joint_sigma,
-                                 start, max_iters, tol)
+                                 start, max_iters, tol, nl)
 
 
 def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, joint_sigma, start,
-                          max_iters, tol):
+                          max_iters, tol, nl=None, theta=None):
     nv, nb = model.nv, model.nbodies
     G_all, b_all, c_all = gram
     P = 10 * nb + friction.n_columns(nv)
@@ -518,16 +645,36 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
     while stages[-1] * 10.0 < w_start:
         stages.append(stages[-1] * 10.0)
     it = 0
-    args = (jnp.asarray(G), jnp.asarray(bvec), jnp.asarray(c))
-    for w in stages[::-1]:
-        z, f, k = _consistent_solve(*args, z, jnp.asarray(p_prior[free]), jnp.asarray(J0inv),
-                                    jnp.asarray(w), jnp.asarray(ridge), max_iters,
-                                    jnp.asarray(tol))
-        it += int(k)
+    if nl is None:
+        args = (jnp.asarray(G), jnp.asarray(bvec), jnp.asarray(c))
+        for w in stages[::-1]:
+            z, f, k = _consistent_solve(*args, z, jnp.asarray(p_prior[free]),
+                                        jnp.asarray(J0inv), jnp.asarray(w), jnp.asarray(ridge),
+                                        max_iters, jnp.asarray(tol))
+            it += int(k)
+        theta = None
+    else:
+        w_rows = _row_weights(joint_sigma, len(nl.tau))
+        Yw = jnp.asarray(nl.Y[:, free] * w_rows[:, None])
+        tw = jnp.asarray((nl.tau - nl.Y[:, fixed] @ px) * w_rows)
+        theta0 = nl.start if theta is None else np.asarray(theta, np.float64)
+        x = jnp.concatenate([z, jnp.asarray(theta0.ravel())])
+        x_prior = jnp.asarray(np.concatenate([p_prior[free], nl.start.ravel()]))
+        for w in stages[::-1]:
+            x, f, k = _consistent_solve_nonlinear(
+                jnp.asarray(G), Yw, tw, jnp.asarray(w_rows), jnp.asarray(nl.qd), x, x_prior,
+                jnp.asarray(J0inv), jnp.asarray(w), jnp.asarray(ridge), max_iters,
+                jnp.asarray(tol), nl.friction)
+            it += int(k)
+        z = x[: len(free)]
+        theta = np.array(x[len(free):]).reshape(nl.start.shape)
+        if nl.friction.kind == "stribeck":
+            theta[:, 1] = np.abs(theta[:, 1])  # the term depends on vs^2 only
     p = jnp.asarray(p_prior).at[free].set(z)
     return ConsistentFit(p, identified_model(model, p, friction), ids, float(f), int(it),
                          float(prior_weight), joint_sigma,
-                         tuple(ids[k] for k in np.flatnonzero(bad)))
+                         tuple(ids[k] for k in np.flatnonzero(bad)),
+                         None if nl is None else nl.friction, theta)
 
 
 class PriorWeightSelection(NamedTuple):
@@ -554,7 +701,9 @@ class PriorWeightSelection(NamedTuple):
 
 def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: FrictionModel, *,
                         weights=None, prior_model=None, refit: bool = True, blocks: int = 10,
-                        rule: str = "one_se", max_iters: int = 200) -> PriorWeightSelection:
+                        rule: str = "one_se", nonlinear: NonlinearFriction | None = None,
+                        qd_train=None, qd_val=None, nonlinear_start=None,
+                        max_iters: int = 200) -> PriorWeightSelection:
     """The prior weight of `consistent_fit` chosen by validation, then the fit on all data.
 
     For each candidate weight (from the largest, each fit warm-started from the previous
@@ -584,6 +733,10 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
         refit: refit on all data with the chosen weight.
         blocks: validation blocks for the standard error (>= 2).
         rule: ``"one_se"`` or ``"min"``.
+        nonlinear: a `NonlinearFriction` fitted with the linear parameters (as
+            `consistent_fit`); needs ``qd_train`` `(T, nv)` and ``qd_val`` `(T', nv)`.
+            Each candidate starts its ``theta`` from the previous candidate's.
+        nonlinear_start: `(nv, nonlinear.n_params)` the first candidate's ``theta``.
         max_iters: damped Newton steps per fit.
 
     Returns:
@@ -594,6 +747,8 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
         raise ValueError(f"rule must be 'one_se' or 'min', got {rule!r}")
     Y_train, tau_train = _check_problem(Y_train, tau_train, nv)
     Y_val, tau_val = _check_problem(Y_val, tau_val, nv)
+    nl_train = _nonlinear_data(nonlinear, Y_train, tau_train, qd_train, nonlinear_start, nv)
+    nl_val = _nonlinear_data(nonlinear, Y_val, tau_val, qd_val, nonlinear_start, nv)
     if int(blocks) < 2 or len(tau_val) // nv < 2 * int(blocks):
         raise ValueError(f"blocks = {blocks}: need >= 2 blocks of >= 2 validation samples")
     weights = np.sort(np.asarray(10.0 ** np.arange(-1, 7) if weights is None else weights,
@@ -605,17 +760,23 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
     g_val = [_gram(Y_val[a:b], tau_val[a:b], np.ones(b - a)) for a, b in zip(edges[:-1],
                                                                            edges[1:])]
 
-    def block_errors(p):
-        sq = np.array([max(p @ G @ p - 2 * bb @ p + c, 0.0) for G, bb, c in g_val])
+    def block_errors(fit):
+        p = np.asarray(fit.params)
         norm2 = np.array([c for _, _, c in g_val])
+        if nonlinear is None:
+            sq = np.array([max(p @ G @ p - 2 * bb @ p + c, 0.0) for G, bb, c in g_val])
+        else:
+            r = (fit.torques(Y_val, nl_val.qd).ravel() - tau_val) ** 2
+            sq = np.array([r[a:b].sum() for a, b in zip(edges[:-1], edges[1:])])
         return np.sqrt(sq.sum() / norm2.sum()), np.sqrt(sq / norm2)
 
-    errs, per, start = [], [], None
+    errs, per, start, theta, per_theta = [], [], None, None, []
     for w in weights:
         fit = _consistent_from_gram(model, g_train, friction, prior_model, float(w), sigma,
-                                    start, max_iters, 1e-12)
-        start = np.asarray(fit.params)
-        e, e_blocks = block_errors(start)
+                                    start, max_iters, 1e-12, nl_train, theta)
+        start, theta = np.asarray(fit.params), fit.nonlinear_params
+        per_theta.append(theta)
+        e, e_blocks = block_errors(fit)
         errs.append(e)
         per.append(e_blocks)
     errs, per = np.asarray(errs), np.asarray(per)
@@ -625,11 +786,18 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
     ses = np.std(d, axis=1, ddof=1) / np.sqrt(d.shape[1])
     k = int(np.flatnonzero(errs - errs[k_min] <= ses)[0]) if rule == "one_se" else k_min
     best = float(weights[k])
+    nl_fit, theta = nl_train, None
     if refit:
         g_val_w = _gram(Y_val, tau_val, _row_weights(sigma, len(tau_val)))
         g_fit = tuple(x + y for x, y in zip(g_train, g_val_w))
+        if nonlinear is not None:
+            nl_fit = _NonlinearData(nonlinear, np.concatenate([Y_train, Y_val]),
+                                    np.concatenate([tau_train, tau_val]),
+                                    np.concatenate([nl_train.qd, nl_val.qd]), nl_train.start)
+            theta = per_theta[k]
     else:
         g_fit = g_train
+        theta = per_theta[k] if nonlinear is not None else None
     fit = _consistent_from_gram(model, g_fit, friction, prior_model, best, sigma, None,
-                                max_iters, 1e-12)
+                                max_iters, 1e-12, nl_fit, theta)
     return PriorWeightSelection(best, weights, errs, ses, fit)
