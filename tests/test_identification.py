@@ -413,3 +413,42 @@ def test_drive_gains_with_a_known_payload(arm, base, data):
     np.testing.assert_allclose(fit.base, base.E @ p_true, rtol=1e-7, atol=1e-9)
     with pytest.raises(ValueError, match="only up to a common scale"):
         ident.fit_drive_gains(Y, current, base, nv=NV, known_torque=np.zeros(len(Y)))
+
+
+# ---------------------------------------------------------------------- downloads
+
+
+def test_cached_download(tmp_path, monkeypatch):
+    """A file served over HTTP (a local server) and file://: fetched once, checked, cached;
+    a wrong checksum and an unreachable host give clear errors."""
+    import functools
+    import hashlib
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    served.mkdir()
+    payload = b"t,q\n0.0,1.0\n"
+    (served / "log.csv").write_bytes(payload)
+    digest = hashlib.sha256(payload).hexdigest()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/log.csv"
+        monkeypatch.setenv("JAXRBD_CACHE", str(tmp_path / "cache"))
+        p = ident.cached_download(url, digest)
+        assert p == tmp_path / "cache" / "log.csv" and p.read_bytes() == payload
+    finally:
+        server.shutdown()
+        server.server_close()
+    # the second call reads the cache: it works with the server gone
+    assert ident.cached_download(url, digest.upper()) == p
+    with pytest.raises(ConnectionError, match=r"could not download .*log2.csv.* put it at"):
+        ident.cached_download(url.replace("log.csv", "log2.csv"), timeout=5.0)
+    with pytest.raises(ValueError, match="has SHA-256 .* expected 00"):
+        ident.cached_download((served / "log.csv").as_uri(), "00" * 32, filename="other.csv")
+    assert not (tmp_path / "cache" / "other.csv").exists()
+    assert list((tmp_path / "cache").iterdir()) == [p]  # no temporary files left behind

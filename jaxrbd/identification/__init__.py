@@ -2,21 +2,25 @@
 
 From a log file to a validated model: `Recording` (loading, resampling, zero-phase
 filtering, differentiation, splits), the linear joint terms (`FrictionModel`: armature,
-viscous and Coulomb friction, offsets) and nonlinear ones (`stribeck_friction`,
-`sigmoid_friction`), payloads, drive gains identified from motor currents
-(`fit_drive_gains`), the identifiable base parameters (`base_parameters`, Gautier 1990),
-least-squares estimates with standard deviations, a physically consistent fit
-(`consistent_fit`, log-Cholesky with a prior, Levenberg-Marquardt) whose prior weight is
-chosen by validation (`select_prior_weight`), the simulation-error fit for
-positions-only logs (`simulation_error_fit`, multiple shooting through `jaxrbd.rollout`),
-excitation design (`fourier_trajectory`, `optimize_excitation`, Swevers et al. 1997) and
-reports (`torque_report`). See ``docs/identification.md``.
+viscous and Coulomb friction, offsets) and nonlinear ones fitted with them
+(`NonlinearFriction`: `stribeck_friction`, `sigmoid_friction`), payloads, drive gains
+identified from motor currents (`fit_drive_gains`), the identifiable base parameters
+(`base_parameters`, Gautier 1990), least-squares estimates with standard deviations, a
+physically consistent fit (`consistent_fit`, log-Cholesky with a prior,
+Levenberg-Marquardt) whose prior weight is chosen by validation (`select_prior_weight`),
+the simulation-error fit for positions-only logs (`simulation_error_fit`, multiple
+shooting through `jaxrbd.rollout`), excitation design (`fourier_trajectory`,
+`optimize_excitation`, Swevers et al. 1997), reports (`torque_report`) and checked,
+cached downloads of public recordings (`cached_download`). See
+``docs/identification.md``.
 """
 
 from ._base import BaseParameters as BaseParameters
 from ._base import base_parameters as base_parameters
 from ._base import condition_number as condition_number
 from ._base import pivoted_qr as pivoted_qr
+from ._download import cache_directory as cache_directory
+from ._download import cached_download as cached_download
 from ._drive import FrictionModel as FrictionModel
 from ._drive import NonlinearFriction as NonlinearFriction
 from ._drive import add_payload as add_payload
