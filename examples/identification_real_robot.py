@@ -14,11 +14,16 @@ Two public recordings (not shipped with jaxrbd; their licences are LGPL-3.0 and 
   torques on the logged motion; then identification on the first 14 s and the
   prediction of the rest.
 
-Run:  python examples/identification_real_robot.py --kuka DIR [--panda DIR] [--plot FILE]
+Run:  python examples/identification_real_robot.py --kuka [DIR] [--panda DIR] [--plot FILE]
 
 where ``DIR`` holds the files named above (the Panda folder: ``dh_modified.csv``,
 ``published_params_gaz2019.csv``, ``published_friction_gaz2019.csv`` and
-``exciting_traj_{time,positions,velocity,torques}.txt``).
+``exciting_traj_{time,positions,velocity,torques}.txt``). Without ``DIR`` the recordings
+are downloaded from their public sources at pinned commits on first use, checked
+against their SHA-256 and cached (`data_folder`, `jaxrbd.identification.cached_download`,
+in ``~/.cache/jaxrbd/`` or ``$JAXRBD_CACHE``). The Panda's published model exists only
+as tables in the paper's supplement: its three CSV files have to be in the Panda folder
+(the cache's ``panda_gaz2019/`` when downloading).
 """
 
 from __future__ import annotations
@@ -34,6 +39,84 @@ import jaxrbd
 from jaxrbd import identification as ident
 
 jax.config.update("jax_enable_x64", True)
+
+# ---------------------------------------------------------------------- data
+
+_FLOBAROID = "https://raw.githubusercontent.com/kjyv/FloBaRoID/"
+_GAZ = ("https://raw.githubusercontent.com/marcocognetti/FrankaEmikaPandaDynModel/"
+        "24d85ce4e648e2e894c832bfeee9b16711eb1a1a/matlab/data/Exciting_Traj/Trajectory_1/"
+        "rbt_log/")
+#: The public files at pinned commits and their SHA-256: the KUKA data before the
+#: repository moved them to Git LFS, the URDF before its 2026 friction edit.
+SOURCES = {
+    "kuka_lwr4": {
+        "kuka_lwr4.urdf": (
+            _FLOBAROID + "3a5e02be49f7da6a6838e70a6a18823234cfffd9/model/kuka_lwr4.urdf",
+            "4cc6628d0d75fd530d55b69ae2a96ca1419f3a24079597237709a13c8872543b"),
+        "measurements_1.npz": (
+            _FLOBAROID + "4e2e5a2992f2175aa4e494c0d827590435a969a8/data/KUKA/HW/"
+            "measurements_1.npz",
+            "55b94c07e86a75311a584cc945c4436e7a5dbeafd5f7378a53225a0dd820c1fd"),
+        "measurements_2.npz": (
+            _FLOBAROID + "4e2e5a2992f2175aa4e494c0d827590435a969a8/data/KUKA/HW/"
+            "measurements_2.npz",
+            "e15b6df10dd26ecdd3f870bf9a908184207db26f13ae34b9e96931ab9fa14de8"),
+    },
+    "panda_gaz2019": {
+        f"exciting_traj_{k}.txt": (_GAZ + f"exciting_traj_{k}.txt", h) for k, h in (
+            ("time", "031063612f297011dc005ab29830903e36f4bfeba77bce59c0fbde13620fb20d"),
+            ("positions", "50bf82a082c439aff8220e8142985c8dd783f7ddc1415987cd75c9efb88bcf69"),
+            ("velocity", "3340f299e926c501b66d540fa461ea0a7184b8dda32e505ebed062db57860d49"),
+            ("torques", "11fda32785bb29ce444e14e0f45f4893aab7142dc6ee29576d828ab154852f9c"))
+    },
+}
+#: Files that exist only as tables of Gaz et al. (2019)'s supplement (typed in by hand).
+PANDA_MODEL_FILES = {
+    "dh_modified.csv": "columns i,a_im1,d_i,alpha_im1,type: modified DH rows (the repository's "
+                       "matlab/utils/Load_Franka_DH.m), row 8 the fixed flange",
+    "published_params_gaz2019.csv": "columns link,m,cx,cy,cz,Ixx,Ixy,Ixz,Iyy,Iyz,Izz: "
+                                    "Tables VIII/IX (p-hat), inertia about the centre of mass",
+    "published_friction_gaz2019.csv": "columns joint,phi1,phi2,phi3: Table I",
+}
+
+
+def data_folder(robot: str, path=None, *, download: bool = True, sources=None):
+    """The folder of ``robot``'s recording (``"kuka_lwr4"`` or ``"panda_gaz2019"``):
+    ``path`` if given, else the cache's copy, downloaded first if needed (and allowed).
+
+    Raises:
+        FileNotFoundError: ``path`` lacks a file, or the cache lacks one and ``download``
+            is false.
+        ConnectionError: a download failed (offline): the message says where to put the
+            file by hand.
+    """
+    sources = SOURCES if sources is None else sources
+    if robot not in sources:
+        raise ValueError(f"robot must be one of {sorted(sources)}, got {robot!r}")
+    if path is not None:
+        folder = pathlib.Path(path)
+        missing = [n for n in sources[robot] if not (folder / n).exists()]
+        if missing:
+            raise FileNotFoundError(f"{folder} lacks {missing} (see the module docstring)")
+        return folder
+    folder = ident.cache_directory() / robot
+    for name, (url, sha) in sources[robot].items():
+        if not download and not (folder / name).exists():
+            raise FileNotFoundError(f"{folder / name} is not cached (download=False); its "
+                                    f"source is {url}")
+        ident.cached_download(url, sha, filename=name, cache_dir=folder)
+    return folder
+
+
+def _panda_model_files(folder):
+    missing = {n: why for n, why in PANDA_MODEL_FILES.items() if not (folder / n).exists()}
+    if missing:
+        lines = "; ".join(f"{n} ({why})" for n, why in missing.items())
+        raise FileNotFoundError(
+            f"{folder} lacks the published Panda model, which Gaz et al. (2019) give only "
+            f"as tables in their supplement (pdf/RA-L_2019_PandaDynIdent_SUPPLEMENTARY_"
+            f"MATERIAL.pdf in their repository): {lines}")
+
 
 # ---------------------------------------------------------------------- KUKA LWR4+
 
@@ -98,6 +181,7 @@ def panda_model(data: str | pathlib.Path):
     rows ``a_{i-1}, d_i, alpha_{i-1}``), the p-hat link inertias (centre-of-mass frame
     axes parallel to the link frame) and Table I's friction ``(phi1, phi2, phi3)``."""
     data = pathlib.Path(data)
+    _panda_model_files(data)
     dh = _csv(data / "dh_modified.csv")
     par = _csv(data / "published_params_gaz2019.csv")
     fr = _csv(data / "published_friction_gaz2019.csv")
@@ -187,18 +271,26 @@ def panda(data: str | pathlib.Path, *, cutoff: float = 20.0, train_s: float = 14
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kuka", help="folder with the KUKA LWR4+ files")
-    parser.add_argument("--panda", help="folder with the Franka Panda files")
+    parser.add_argument("--kuka", nargs="?", const="download",
+                        help="folder with the KUKA LWR4+ files; without one, download and "
+                             "cache them")
+    parser.add_argument("--panda", nargs="?", const="download",
+                        help="folder with the Franka Panda files; without one, download the "
+                             "recording into the cache (the model CSVs must be put there)")
     parser.add_argument("--plot", help="save the KUKA run-2 prediction plot here (PNG)")
     args = parser.parse_args(argv)
     out = {}
     if not (args.kuka or args.panda):
         # the recordings are not shipped (LGPL/GPL): without a path there is nothing to fit
-        print("no data: pass --kuka DIR and/or --panda DIR (see the module docstring for "
-              "the files and their public sources)")
+        print("no data: pass --kuka [DIR] and/or --panda [DIR] (see the module docstring "
+              "for the files and their public sources; without DIR they are downloaded)")
         return out
+
+    def folder(robot, arg):
+        return data_folder(robot, None if arg == "download" else arg)
+
     if args.kuka:
-        k = kuka(args.kuka)
+        k = kuka(folder("kuka_lwr4", args.kuka))
         print(f"KUKA LWR4+: {k['base'].n_base} base parameters of "
               f"{k['base'].E.shape[1]}; prior weight {k['selection'].weight:g} "
               f"(validation errors {np.round(100 * k['selection'].validation_error, 2)} %); "
@@ -213,7 +305,7 @@ def main(argv=None) -> dict:
             fig.savefig(args.plot, dpi=80)
         out["kuka"] = k
     if args.panda:
-        p = panda(args.panda)
+        p = panda(folder("panda_gaz2019", args.panda))
         print(f"Franka Panda: prior weight {p['selection'].weight:g}")
         for name, rep in p["reports"].items():
             print(f"  {name:<40} relative {100 * rep.relative:5.2f} %  RMS "

@@ -452,3 +452,24 @@ def test_cached_download(tmp_path, monkeypatch):
         ident.cached_download((served / "log.csv").as_uri(), "00" * 32, filename="other.csv")
     assert not (tmp_path / "cache" / "other.csv").exists()
     assert list((tmp_path / "cache").iterdir()) == [p]  # no temporary files left behind
+
+    # the example's data folders: a given path is checked; otherwise the cache is filled
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location(
+        "identification_real_robot",
+        pathlib.Path(__file__).parents[1] / "examples" / "identification_real_robot.py")
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    sources = {"toy": {"log.csv": ((served / "log.csv").as_uri(), digest)}}
+    with pytest.raises(FileNotFoundError, match="is not cached"):
+        ex.data_folder("toy", download=False, sources=sources)
+    folder = ex.data_folder("toy", sources=sources)
+    assert folder == tmp_path / "cache" / "toy" and (folder / "log.csv").read_bytes() == payload
+    assert ex.data_folder("toy", served, sources=sources) == served
+    with pytest.raises(FileNotFoundError, match=r"lacks \['log.csv'\]"):
+        ex.data_folder("toy", tmp_path, sources=sources)
+    with pytest.raises(FileNotFoundError, match="only as tables in their supplement"):
+        ex.panda_model(served)
+    assert set(ex.SOURCES) == {"kuka_lwr4", "panda_gaz2019"}
