@@ -218,10 +218,18 @@ PANDA_FRICTION = ident.FrictionModel(armature=False, viscous=True, coulomb=True,
                                      coulomb_width=0.02)
 
 
+#: The linear joint terms beside the fitted sigmoid of Gaz et al. (2019): its saturation
+#: plays the Coulomb part.
+PANDA_SIGMOID_FRICTION = ident.FrictionModel(armature=False, viscous=True, coulomb=False,
+                                             offset=True)
+
+
 def panda(data: str | pathlib.Path, *, cutoff: float = 20.0, train_s: float = 14.0,
-          rule: str = "one_se") -> dict:
+          rule: str = "one_se", sigmoid: bool = False) -> dict:
     """The Panda checks: the published model on the logged motion, then identification on
-    the first ``train_s`` seconds and the prediction of the rest."""
+    the first ``train_s`` seconds and the prediction of the rest. With ``sigmoid``, also
+    the consistent fit with Gaz et al.'s sigmoid friction fitted as nonlinear parameters
+    (started from their Table I)."""
     model, phi = panda_model(data)
     rec = panda_recording(data, model).prepared(cutoff, rate=1000.0, trim=200)
     rid = jax.jit(jax.vmap(jaxrbd.inverse_dynamics, (None, 0, 0, 0)))
@@ -255,8 +263,22 @@ def panda(data: str | pathlib.Path, *, cutoff: float = 20.0, train_s: float = 14
 
     rb_test = tau_rb[n_train::dec]
     fr_test = np.asarray(ident.sigmoid_friction(te.qd, *phi[:, None, :]))
+    extra = {}
+    if sigmoid:
+        fs, nl = PANDA_SIGMOID_FRICTION, ident.NonlinearFriction("sigmoid")
+
+        def stack_s(r):
+            return ident.stacked_regressor(model, fs, r.q, r.qd, r.qdd)
+
+        sel_s = ident.select_prior_weight(
+            model, stack_s(a), tau_tr[:a.n_samples].ravel(), stack_s(b),
+            tau_tr[a.n_samples:].ravel(), fs, rule=rule, nonlinear=nl, qd_train=a.qd,
+            qd_val=b.qd, nonlinear_start=phi.T)
+        extra["consistent + fitted sigmoid friction, test slice"] = report(
+            tau_te, sel_s.fit.torques(stack_s(te), te.qd))
     return {
         "model": model, "recording": rec, "base": base, "selection": sel,
+        "sigmoid_selection": sel_s if sigmoid else None,
         "reports": {
             "published, raw torque, whole log": report(rec.tau, tau_pub),
             "published, filtered torque, whole log": report(tau_f, tau_pub),
@@ -265,6 +287,7 @@ def panda(data: str | pathlib.Path, *, cutoff: float = 20.0, train_s: float = 14
                 -1, model.nv)),
             "consistent (t < 14 s), test slice": report(tau_te, (Yte @ np.asarray(
                 sel.fit.params)).reshape(-1, model.nv)),
+            **extra,
         },
     }
 
