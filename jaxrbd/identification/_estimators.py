@@ -136,7 +136,7 @@ def least_squares(Y, tau, base: BaseParameters, *, nv: int, weights=None, prior=
                          "does not excite every base parameter (see base_parameters)")
     inv = (V / ev) @ V.T
     pb = inv @ bb
-    r = tau - np.asarray(_matvec(jnp.asarray(Yb), jnp.asarray(pb)))
+    r = tau - Yb @ pb
     dof = max(n - len(pb), 1)
     s2 = np.sum((w * r) ** 2) / dof
     std = np.sqrt(np.diag(s2 * inv))
@@ -261,17 +261,19 @@ def pseudo_inertia(pi):
         >>> np.diag(J).tolist()
         [1.0, 1.0, 1.0, 1.0]
     """
+    # numpy stays numpy: the fit's set-up runs on the host without compiling anything
+    xp = np if isinstance(pi, np.ndarray) else jnp
     m, h = pi[..., 0], pi[..., 1:4]
     Ixx, Ixy, Iyy, Ixz, Iyz, Izz = (pi[..., k] for k in range(4, 10))
     half = 0.5 * (Ixx + Iyy + Izz)
-    S = jnp.stack([
-        jnp.stack([half - Ixx, -Ixy, -Ixz], -1),
-        jnp.stack([-Ixy, half - Iyy, -Iyz], -1),
-        jnp.stack([-Ixz, -Iyz, half - Izz], -1),
+    S = xp.stack([
+        xp.stack([half - Ixx, -Ixy, -Ixz], -1),
+        xp.stack([-Ixy, half - Iyy, -Iyz], -1),
+        xp.stack([-Ixz, -Iyz, half - Izz], -1),
     ], -2)
-    top = jnp.concatenate([S, h[..., :, None]], -1)
-    bottom = jnp.concatenate([h, m[..., None]], -1)[..., None, :]
-    return jnp.concatenate([top, bottom], -2)
+    top = xp.concatenate([S, h[..., :, None]], -1)
+    bottom = xp.concatenate([h, m[..., None]], -1)[..., None, :]
+    return xp.concatenate([top, bottom], -2)
 
 
 def _consistent_prior(pi):
@@ -326,7 +328,7 @@ class ConsistentFit(NamedTuple):
         and, with a nonlinear term, the velocities ``qd`` `(T, nv)` of the same samples."""
         p = np.asarray(self.params)
         nv = len(self.joint_sigma)
-        tau = np.asarray(_matvec(jnp.asarray(Y), jnp.asarray(p))).reshape(-1, nv)
+        tau = (np.asarray(Y, np.float64) @ p).reshape(-1, nv)
         if self.nonlinear is None:
             return tau
         if qd is None or np.shape(qd) != tau.shape:
@@ -367,9 +369,12 @@ def _divergence_derivatives(z, J0inv):
     return gp, H
 
 
-@jax.jit
-def _divergence_hessian(z, J0inv):
-    return _divergence_derivatives(z, J0inv)[1]
+def _divergence_curvature(pi):
+    """The trace of the summed divergences' Hessian at bodies ``pi`` `(nbod, 10)` numpy,
+    ``sum_b sum_k tr(J_b^-1 A_k J_b^-1 A_k)`` (on the host)."""
+    A = pseudo_inertia(np.eye(10))
+    M = np.einsum("bij,kjl->bkil", np.linalg.inv(pseudo_inertia(pi)), A)
+    return float(np.einsum("bkij,bkji->", M, M))
 
 
 @functools.partial(jax.jit, static_argnames=("max_iters",))
@@ -482,11 +487,28 @@ def _gram_jit(Y, tau, w):
     return Yw.T @ Yw, Yw.T @ tw, tw @ tw
 
 
+#: Rows per compiled Gram product: data of every length reuse one program per column
+#: count (the last block is padded with zero-weight rows).
+GRAM_ROWS = 8192
+
+
 def _gram(Y, tau, w):
     """``(Y^T W^2 Y, Y^T W^2 tau, tau^T W^2 tau)`` as numpy (XLA's product: faster than
-    numpy's on a busy host)."""
-    G, b, c = _gram_jit(jnp.asarray(Y), jnp.asarray(tau), jnp.asarray(w))
-    return np.asarray(G), np.asarray(b), float(c)
+    numpy's on a busy host), summed over blocks of ``GRAM_ROWS`` rows."""
+    Y = np.asarray(Y, np.float64)
+    tau, w = np.asarray(tau, np.float64), np.asarray(w, np.float64)
+    n, P = Y.shape
+    G, b, c = np.zeros((P, P)), np.zeros(P), 0.0
+    for s in range(0, max(n, 1), GRAM_ROWS):
+        m = min(GRAM_ROWS, n - s)
+        Yb, tb, wb = Y[s:s + m], tau[s:s + m], w[s:s + m]
+        if m < GRAM_ROWS:
+            pad = GRAM_ROWS - m
+            Yb = np.concatenate([Yb, np.zeros((pad, P))])
+            tb, wb = np.concatenate([tb, np.zeros(pad)]), np.concatenate([wb, np.zeros(pad)])
+        g = _gram_jit(jnp.asarray(Yb), jnp.asarray(tb), jnp.asarray(wb))
+        G, b, c = G + np.asarray(g[0]), b + np.asarray(g[1]), c + float(g[2])
+    return G, b, c
 
 
 def _ols_sigma(Y, tau, nv):
@@ -494,13 +516,8 @@ def _ols_sigma(Y, tau, nv):
     matrix's pseudo-inverse)."""
     G, b, _ = _gram(Y, tau, np.ones(len(tau)))
     p = np.linalg.pinv(G, rcond=1e-12, hermitian=True) @ b
-    r = tau - np.asarray(_matvec(jnp.asarray(Y), jnp.asarray(p)))
+    r = tau - Y @ p
     return np.sqrt(np.mean(r.reshape(-1, nv) ** 2, axis=0))
-
-
-@jax.jit
-def _matvec(Y, p):
-    return Y @ p
 
 
 def _row_weights(joint_sigma, n):
@@ -633,13 +650,13 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
     bvec = b_all[free] - G_all[np.ix_(free, fixed)] @ px
     c = c_all - 2.0 * b_all[fixed] @ px + px @ G_all[np.ix_(fixed, fixed)] @ px
     ridge = 1e-10 * np.trace(G) / len(free)
-    J0inv = np.linalg.inv(np.asarray(pseudo_inertia(jnp.asarray(pi_prior))))
+    J0inv = np.linalg.inv(pseudo_inertia(pi_prior))
     # Path following (as barrier methods): a weak prior is approached from a weight at
     # which the divergence's curvature matches the data's, ten times smaller per stage,
     # each stage warm-started; a direct start stalls at the consistency boundary.
     z = jnp.asarray(p_start[free])
     n_in = 10 * len(ids)
-    h_prior = np.trace(np.asarray(_divergence_hessian(z[:n_in], jnp.asarray(J0inv))))
+    h_prior = _divergence_curvature(p_start[free][:n_in].reshape(-1, 10))
     w_start = max(float(prior_weight), 2.0 * np.trace(G) / max(h_prior, 1e-300))
     stages = [float(prior_weight)]
     while stages[-1] * 10.0 < w_start:
@@ -670,7 +687,9 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
         theta = np.array(x[len(free):]).reshape(nl.start.shape)
         if nl.friction.kind == "stribeck":
             theta[:, 1] = np.abs(theta[:, 1])  # the term depends on vs^2 only
-    p = jnp.asarray(p_prior).at[free].set(z)
+    p = p_prior.copy()
+    p[free] = np.asarray(z)
+    p = jnp.asarray(p)
     return ConsistentFit(p, identified_model(model, p, friction), ids, float(f), int(it),
                          float(prior_weight), joint_sigma,
                          tuple(ids[k] for k in np.flatnonzero(bad)),
