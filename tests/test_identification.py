@@ -37,12 +37,16 @@ def arm():
     return _build()
 
 
+# one compile per shape instead of one per operation (eager JAX compiles each op)
+_fourier = jax.jit(ident.fourier_trajectory)
+
+
 def _trajectory(seed, n=800, duration=20.0):
     rng = np.random.default_rng(seed)
     a = rng.normal(size=(NV, 4)) * 0.35
     b = rng.normal(size=(NV, 4)) * 0.35
     t = np.linspace(0.0, duration, n)
-    q, qd, qdd = ident.fourier_trajectory(a, b, np.zeros(NV), 2 * np.pi / 10.0, t)
+    q, qd, qdd = _fourier(a, b, np.zeros(NV), 2 * np.pi / 10.0, t)
     return t, np.asarray(q), np.asarray(qd), np.asarray(qdd)
 
 
@@ -162,19 +166,21 @@ def test_regressor_reproduces_dynamics_and_friction(arm, data):
 
 
 def test_nonlinear_friction_fit():
+    # the measurements are made inside the jitted fits: evaluated eagerly, each of their
+    # operations would compile on its own
     v = jnp.linspace(-1.5, 1.5, 61)
     true = jnp.array([0.55, 5.1, 0.04])
-    meas = ident.sigmoid_friction(v, *true)
     x, cost, it = jax.jit(lambda x0: ident.fit_residual(
-        lambda x: ident.sigmoid_friction(v, *x) - meas, x0))(jnp.array([0.3, 3.0, 0.0]))
+        lambda x: ident.sigmoid_friction(v, *x) - ident.sigmoid_friction(v, *true), x0))(
+            jnp.array([0.3, 3.0, 0.0]))
     np.testing.assert_allclose(x, true, rtol=1e-7)
     st = jnp.array([0.4, 0.7, 0.05, 0.1])
-    meas = ident.stribeck_friction(v, *st)
     x, _, _ = jax.jit(lambda x0: ident.fit_residual(
-        lambda x: ident.stribeck_friction(v, *x) - meas, x0))(jnp.array([0.3, 0.5, 0.1, 0.0]))
+        lambda x: ident.stribeck_friction(v, *x) - ident.stribeck_friction(v, *st), x0))(
+            jnp.array([0.3, 0.5, 0.1, 0.0]))
     np.testing.assert_allclose(x, st, rtol=1e-6)
     # exact gradients with respect to the parameters (no finite differences)
-    g = jax.grad(lambda p: jnp.sum(ident.sigmoid_friction(v, *p) ** 2))(true)
+    g = jax.jit(jax.grad(lambda p: jnp.sum(ident.sigmoid_friction(v, *p) ** 2)))(true)
     assert np.all(np.isfinite(g)) and np.any(g != 0)
 
 
@@ -269,14 +275,14 @@ def test_consistent_fit_recovers_nonlinear_friction(arm, data):
                         (jnp.zeros(NV), jnp.zeros(NV), jnp.zeros(NV)))
     st = ident.NonlinearFriction("stribeck", width=FM.coulomb_width)
     theta = np.array([[0.4, 0.15], [0.3, 0.1], [0.25, 0.2]])  # fs - fc, vs
-    fit = ident.consistent_fit(prior, Y, tau + st(qd, theta).ravel(), FM, prior_weight=1e-3,
+    fit = ident.consistent_fit(prior, Y, tau + jax.jit(lambda v, x: st(v, x))(qd, theta).ravel(), FM, prior_weight=1e-3,
                                nonlinear=st, qd=qd, joint_sigma=sigma)
     np.testing.assert_allclose(fit.nonlinear_params, theta, rtol=1e-6)
     np.testing.assert_allclose(fit.model.friction, arm.friction, rtol=1e-6)
     np.testing.assert_allclose(fit.model.damping, arm.damping, rtol=1e-6)
     # the linear Coulomb and viscous columns and the excess make `stribeck_friction`
     fc, fv = np.asarray(arm.friction)[None], np.asarray(arm.damping)[None]
-    full = ident.stribeck_friction(qdv, fc, fc + theta[None, :, 0], theta[None, :, 1], fv,
+    full = jax.jit(ident.stribeck_friction)(qdv, fc, fc + theta[None, :, 0], theta[None, :, 1], fv,
                                    FM.coulomb_width)
     expected = tauv.reshape(-1, NV) - (fv * qdv + fc * np.tanh(qdv / FM.coulomb_width)) + full
     np.testing.assert_allclose(fit.torques(Yv, qdv), expected, atol=1e-7)
@@ -284,7 +290,7 @@ def test_consistent_fit_recovers_nonlinear_friction(arm, data):
 
     sg = ident.NonlinearFriction("sigmoid")
     phi = np.array([[0.55, 5.1, 0.04], [0.9, 9.0, 0.026], [0.64, 10.1, -0.046]])
-    tau_sg = tau + sg(qd, phi).ravel()
+    tau_sg = tau + jax.jit(lambda v, x: sg(v, x))(qd, phi).ravel()
     noise = np.random.default_rng(4).normal(size=tau.shape) * 1e-3
     fit = ident.consistent_fit(prior, Y, tau_sg + noise, FM, prior_weight=1e-3, nonlinear=sg,
                                qd=qd, joint_sigma=sigma)
@@ -369,9 +375,14 @@ def test_simulation_error_fit_recovers_base_parameters(arm, base):
     t = np.arange(n + 1) * dt
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(2, NV, 4)) * 0.35
-    q_ref, qd_ref, qdd_ref = (np.asarray(x) for x in ident.fourier_trajectory(
+    q_ref, qd_ref, qdd_ref = (np.asarray(x) for x in _fourier(
         a, b, np.zeros(NV), 2 * np.pi / 2.0, t))
-    tau = (ident.stacked_regressor(arm, fm, q_ref, qd_ref, qdd_ref) @ p_true).reshape(-1, NV)
+    # the module's regressor (FM: its compiled program is shared), its Coulomb columns'
+    # narrower smooth sign swapped for fm's
+    names = FM.column_names(arm)
+    fc = p_true[[names.index(f"{j}.coulomb") for j in arm.joint_names]]
+    tau = ((ident.stacked_regressor(arm, FM, q_ref, qd_ref, qdd_ref) @ p_true).reshape(-1, NV)
+           + fc * (np.tanh(qd_ref / fm.coulomb_width) - np.tanh(qd_ref / FM.coulomb_width)))
     qs, _ = ident.simulate_windows(arm, p_true, fm, q_ref[:1], qd_ref[:1], tau[None, :-1], dt,
                                    integ, substeps=2)
     q = np.asarray(qs[0])  # the recording: positions only
