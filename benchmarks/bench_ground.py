@@ -177,7 +177,8 @@ def solver_table(robots):
             row = dict(robot=robot, case=case, rows=int(A.shape[0]))
             for solver, rho in (("pgs", 0.0), ("admm", 0.05), ("admm", 0.2), ("admm", 1.0)):
                 for it in (10, 20, 50, 100):
-                    lam, _, _ = solve(solver, it, rho, 0.0, A, c, mu, jnp.zeros_like(c))
+                    lam, _, _ = solve(solver, it, rho, False, False, 0.0, A, c, mu,
+                                      jnp.zeros_like(c))
                     key = f"{solver}{'' if solver == 'pgs' else rho}@{it}"
                     row[key] = float(natural_residual(lam, A, c, mu))
             rows.append(row)
@@ -196,7 +197,8 @@ def solver_timing(robots, B=1024):
         As, cs, mus = (jnp.broadcast_to(x, (B,) + x.shape) for x in (A, c, mu))
         for solver, it in (("pgs", 30), ("admm", 30)):
             f = jax.jit(jax.vmap(
-                lambda A, c, mu: solve(solver, it, 0.5, 0.0, A, c, mu, jnp.zeros_like(c))[0]))
+                lambda A, c, mu: solve(solver, it, 0.5, True, True, 0.0, A, c, mu,
+                                       jnp.zeros_like(c))[0]))
             t = cm.time_jax(f, As, cs, mus, budget_s=1.0)
             out.append(dict(robot=robot, solver=solver, iterations=it, batch=B,
                             us_per_solve=1e6 * t["median_s"] / B))

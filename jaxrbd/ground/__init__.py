@@ -110,7 +110,17 @@ class HardContact(eqx.Module):
             of the contact conditions) at which the solver stops, checked every 10
             iterations; ``0`` runs exactly ``iterations``. A step whose solve stops
             above it reports ``ContactInfo.converged = False``.
-        admm_rho: ADMM penalty relative to the mean diagonal of the Delassus matrix.
+        admm_rho: ADMM's initial penalty, relative to the mean diagonal of the Delassus
+            matrix.
+        admm_adaptive: whether ADMM balances its primal and dual residuals by doubling
+            or halving the penalty (and refactoring ``A + rho I``) at the checks where
+            one exceeds the other tenfold (Boyd et al. 2011, section 3.4.1); ``False``
+            keeps ``admm_rho`` fixed.
+        polish: whether a check that finds the solve unfinished tries a semismooth
+            Newton step on the contact conditions from the current iterate (one dense
+            ``3K x 3K`` LU) and restarts the solver from it when it lowers the residual;
+            it ends most solves on redundant contact points (flat feet), where the
+            first-order iterations stall.
 
     Example:
         >>> hard = jaxrbd.ground.HardContact(restitution=0.5, iterations=50)
@@ -124,6 +134,8 @@ class HardContact(eqx.Module):
     iterations: int = eqx.field(default=100, static=True)
     tolerance: float = eqx.field(default=_TOLERANCE, static=True)
     admm_rho: float = eqx.field(default=0.5, static=True)
+    admm_adaptive: bool = eqx.field(default=True, static=True)
+    polish: bool = eqx.field(default=True, static=True)
 
     def __check_init__(self):
         if self.solver not in SOLVERS:
@@ -132,6 +144,9 @@ class HardContact(eqx.Module):
             raise ValueError(f"iterations must be an int >= 1, got {self.iterations!r}")
         if not (isinstance(self.admm_rho, (int, float)) and self.admm_rho > 0):
             raise ValueError(f"admm_rho must be a positive float, got {self.admm_rho!r}")
+        for name in ("admm_adaptive", "polish"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.tolerance, bool) or not (
             isinstance(self.tolerance, (int, float)) and 0 <= self.tolerance < float("inf")
         ):
@@ -271,7 +286,8 @@ def _hard_terms(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
 
 def _step_hard(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p, lam0):
     gap, frame, mu, A, c, L, Y, v_free = _hard_terms(model, k, q, qd, tau, dt, contacts, terrain, p)
-    lam, res, its = solve(p.solver, p.iterations, p.admm_rho, p.tolerance, A, c, mu, lam0)
+    lam, res, its = solve(p.solver, p.iterations, p.admm_rho, p.admm_adaptive, p.polish,
+                          p.tolerance, A, c, mu, lam0)
     qd1 = v_free + _linalg.solve_triangular(L, Y @ lam, lower=True, trans=True)
     q1, qd1 = k.advance(model, q, qd1, qd1, dt)
     force = lam.reshape(-1, 3) / dt
@@ -575,6 +591,7 @@ def solve_contact_problem(A, c, mu, contact_model="hard", warm_start=None):
             f"A {A.shape}, c {c.shape} and mu {mu.shape} must be (3K, 3K), (3K,) and (K,)"
         )
     lam0 = jnp.zeros(m, A.dtype) if warm_start is None else jnp.asarray(warm_start, A.dtype)
-    lam, res, _ = solve(p.solver, p.iterations, p.admm_rho, p.tolerance, A, c, mu, lam0)
+    lam, res, _ = solve(p.solver, p.iterations, p.admm_rho, p.admm_adaptive, p.polish,
+                        p.tolerance, A, c, mu, lam0)
     return lam, res
 

@@ -116,7 +116,8 @@ CHECK_EVERY = 10
 
 
 def _pgs(A, c, mu, lam0):
-    """``(state, update, impulses)`` of projected Gauss-Seidel; one update is one sweep."""
+    """``(state, update, adapt, impulses)`` of projected Gauss-Seidel; one update is one
+    sweep, and nothing adapts between checks."""
     K = mu.shape[0]
     r_n, r_t = steps(A)
 
@@ -134,15 +135,33 @@ def _pgs(A, c, mu, lam0):
             lam = contact(lam, k)
         return lam
 
-    return lam0, sweep, lambda lam: lam
+    return lam0, sweep, lambda lam: lam, lambda lam: lam
 
 
-def _admm(A, c, mu, lam0, rho_scale):
-    """``(state, update, impulses)`` of ADMM with De Saxce's correction."""
+#: Residual balancing (Boyd et al. 2011, section 3.4.1): the penalty changes by
+#: `RHO_FACTOR` when the primal residual exceeds `RHO_BALANCE` times the dual one or the
+#: reverse, and stays within `RHO_RANGE` times its initial value either way.
+RHO_BALANCE = 10.0
+RHO_FACTOR = 2.0
+RHO_RANGE = 1e4
+
+
+def _admm(A, c, mu, lam0, rho_scale, adaptive):
+    """``(state, update, adapt, impulses)`` of ADMM with De Saxce's correction.
+
+    The state is ``(z, y, rho, Minv, r_p, r_d)``: the impulses in the cone, the
+    multipliers (minus the contact velocities at convergence), the penalty, ``(A + rho
+    I)^-1``, and the last iteration's primal ``|x - z|`` (in velocity units, times the
+    mean diagonal of ``A``) and dual ``rho |z - z_prev|`` residuals [m/s]. ``adapt``
+    balances the two by changing ``rho`` (and refactoring) between checks.
+    """
     m = A.shape[0]
-    rho = rho_scale * jnp.mean(jnp.diagonal(A))
+    dbar = jnp.mean(jnp.diagonal(A))
+    rho0 = rho_scale * dbar
     eye = jnp.eye(m, dtype=A.dtype)
-    Minv = _linalg.cho_solve(_linalg.cholesky(A + rho * eye), eye)
+
+    def inverse(rho):
+        return _linalg.cho_solve(_linalg.cholesky(A + rho * eye), eye)
 
     def desaxce(x):
         u = (A @ x + c).reshape(-1, 3)
@@ -150,45 +169,109 @@ def _admm(A, c, mu, lam0, rho_scale):
         return jnp.concatenate([s[:, None], jnp.zeros_like(u[:, 1:])], axis=1).reshape(-1)
 
     def it(_, state):
-        z, y = state
+        z, y, rho, Minv, _, _ = state
         x = Minv @ (rho * z - y - c - desaxce(z))
         z_new = project_cone((x + y / rho).reshape(-1, 3), mu).reshape(-1)
         y = y + rho * (x - z_new)
-        return z_new, y
+        r_p = dbar * jnp.max(jnp.abs(x - z_new))
+        r_d = rho * jnp.max(jnp.abs(z_new - z))
+        return z_new, y, rho, Minv, r_p, r_d
+
+    def adapt(state):
+        z, y, rho, Minv, r_p, r_d = state
+        up = (r_p > RHO_BALANCE * r_d) & (rho < RHO_RANGE * rho0)
+        down = (r_d > RHO_BALANCE * r_p) & (rho > rho0 / RHO_RANGE)
+        new = jnp.where(up, rho * RHO_FACTOR, jnp.where(down, rho / RHO_FACTOR, rho))
+        # y is the unscaled multiplier: it stays as it is when rho changes
+        Minv = lax.cond(up | down, inverse, lambda _: Minv, new)
+        return z, y, new, Minv, r_p, r_d
 
     z0 = project_cone(lam0.reshape(-1, 3), mu).reshape(-1)
     y0 = -(A @ z0 + c + desaxce(z0))
-    return (z0, y0), it, lambda state: state[0]
+    zero = jnp.zeros((), A.dtype)
+    state = (z0, y0, rho0, inverse(rho0), zero, zero)
+    return state, it, adapt if adaptive else (lambda state: state), lambda state: state[0]
 
 
-def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0):
+def _admm_restart(A, c, mu):
+    """``restart(state, lam)``: ADMM's state started again from ``lam`` (as from a warm
+    start), keeping its penalty and factor."""
+
+    def restart(state, lam):
+        _, _, rho, Minv, r_p, r_d = state
+        z = project_cone(lam.reshape(-1, 3), mu).reshape(-1)
+        u = (A @ z + c).reshape(-1, 3)
+        s = mu * jnp.sqrt(jnp.sum(u[:, 1:] ** 2, axis=1))
+        y = -(u.at[:, 0].add(s)).reshape(-1)
+        return z, y, rho, Minv, r_p, r_d
+
+    return restart
+
+
+def _newton(lam, A, c, mu):
+    """One semismooth Newton step on ``lam - F(lam) = 0`` (``F`` `fixed_point_map`).
+
+    Where the contact mode of ``lam`` (separated, sticking, sliding) is the solution's,
+    ``F`` is affine in the separated and sticking rows and smooth in the sliding ones,
+    and the step lands on the solution (sticking and separated contacts) or next to it:
+    a polish for the first-order iterations, whose progress stalls on the nearly singular
+    Delassus matrices of redundant contact points (flat feet).
+    """
+    r_n, r_t = steps(A)
+    F = lambda x: fixed_point_map(x, A, c, mu, r_n, r_t)
+    J = jax.jacfwd(F)(lam)
+    return lam - lu_solve(jnp.eye(lam.shape[0], dtype=lam.dtype) - J, lam - F(lam))
+
+
+def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True,
+         polish=True):
     """``(lam, residual, iterations run)``.
 
     With ``tolerance > 0`` the solver stops at the first check (every `CHECK_EVERY`
     iterations) where the residual is at most ``tolerance``, after ``iterations`` at
-    most; with ``tolerance = 0`` it runs exactly ``iterations``.
+    most; with ``tolerance = 0`` it runs exactly ``iterations``. At every check after the
+    first where the solve is not done, a Newton step (`_newton`) from the current iterate
+    is tried, and the solver restarts from it when it lowers the residual; ADMM then
+    adapts its penalty. The impulses returned are those of the lowest residual seen.
     """
     if solver == "pgs":
-        state, update, impulses = _pgs(A, c, mu, lam0)
+        state, update, adapt, impulses = _pgs(A, c, mu, lam0)
+        restart = lambda state, lam: lam
     else:
-        state, update, impulses = _admm(A, c, mu, lam0, rho_scale)
-    if tolerance <= 0:
-        lam = impulses(lax.fori_loop(0, iterations, update, state))
-        return lam, natural_residual(lam, A, c, mu), jnp.asarray(iterations, jnp.int32)
+        state, update, adapt, impulses = _admm(A, c, mu, lam0, rho_scale, adaptive)
+        restart = _admm_restart(A, c, mu)
+    residual = lambda lam: natural_residual(lam, A, c, mu)
+
+    def run_block(state, k):
+        n = jnp.minimum(CHECK_EVERY, iterations - k)
+        return lax.fori_loop(0, n, update, state), k + n
 
     def unfinished(carry):
-        _, k, res = carry
-        return (k < iterations) & (res > tolerance)
+        _, k, _, res = carry
+        return (k < iterations) & ((res > tolerance) | (tolerance <= 0))
 
     def block(carry):
-        state, k, _ = carry
-        n = jnp.minimum(CHECK_EVERY, iterations - k)
-        state = lax.fori_loop(0, n, update, state)
-        return state, k + n, natural_residual(impulses(state), A, c, mu)
+        state, k, best, res = carry
+        if polish:
+            lam_newton = _newton(impulses(state), A, c, mu)
+            res_newton = residual(lam_newton)
+            better = res_newton < res
+            best = jnp.where(better, lam_newton, best)
+            res = jnp.minimum(res_newton, res)
+            state = lax.cond(better, restart, lambda s, _: s, state, lam_newton)
+        state, k = run_block(adapt(state), k)
+        lam = impulses(state)
+        res_block = residual(lam)
+        better = res_block < res
+        return state, k, jnp.where(better, lam, best), jnp.minimum(res_block, res)
 
-    start = (state, jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, A.dtype))
-    state, k, res = lax.while_loop(unfinished, block, start)
-    return impulses(state), res, k
+    # the first block outside the loop: under `jax.vmap` a loop body runs for every
+    # sample while any is unfinished, and most solves (warm-started) end here
+    state, k = run_block(state, jnp.asarray(0, jnp.int32))
+    lam = impulses(state)
+    start = (state, k, lam, residual(lam))
+    _, k, lam, res = lax.while_loop(unfinished, block, start)
+    return lam, res, k
 
 
 # ---------------------------------------------------------------- implicit gradients
@@ -223,8 +306,8 @@ def lu_solve(M, b):
     return lax.fori_loop(0, n, back, jnp.zeros_like(y))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def solve(solver, iterations, rho_scale, tolerance, A, c, mu, lam0):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5))
+def solve(solver, iterations, rho_scale, adaptive, polish, tolerance, A, c, mu, lam0):
     """Contact impulses `(3K,)` for ``u = A lam + c`` (see the module docstring), the
     residual `natural_residual` [m/s] they leave and the number of iterations run.
 
@@ -232,15 +315,18 @@ def solve(solver, iterations, rho_scale, tolerance, A, c, mu, lam0):
     as much as the residual left when the solver stops unconverged) and gets no
     gradient; the residual and the count carry no gradient either.
     """
-    return _run(solver, iterations, rho_scale, tolerance, A, c, mu, lax.stop_gradient(lam0))
+    return _run(solver, iterations, rho_scale, tolerance, A, c, mu, lax.stop_gradient(lam0),
+                adaptive, polish)
 
 
-def _solve_fwd(solver, iterations, rho_scale, tolerance, A, c, mu, lam0):
-    out = _run(solver, iterations, rho_scale, tolerance, A, c, mu, lax.stop_gradient(lam0))
+def _solve_fwd(solver, iterations, rho_scale, adaptive, polish, tolerance, A, c, mu, lam0):
+    out = _run(solver, iterations, rho_scale, tolerance, A, c, mu, lax.stop_gradient(lam0),
+               adaptive, polish)
     return out, (A, c, mu, out[0])
 
 
-def _solve_bwd(solver, iterations, rho_scale, tolerance, res, cotangents):
+def _solve_bwd(solver, iterations, rho_scale, adaptive, polish, tolerance, res,
+               cotangents):
     A, c, mu, lam = res
     g = cotangents[0]  # the residual and the iteration count carry no gradient
     # the fixed points of F do not depend on the steps r: hold them constant
