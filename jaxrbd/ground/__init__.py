@@ -8,8 +8,9 @@ contact forces of one of two models, and `rollout` scans it:
   Anitescu and Potra 1997). The post-step velocity ``qd+ = v_free + H^-1 G^T lam``
   satisfies, per contact, Signorini's condition on the normal velocity (shifted by the
   gap, restitution and a position-error correction) and Coulomb's law with the circular
-  friction cone, solved on the Delassus matrix ``G H^-1 G^T`` by a fixed number of
-  projected Gauss-Seidel or ADMM iterations; its gradients come from the implicit
+  friction cone, solved on the Delassus matrix ``G H^-1 G^T`` by ADMM (adaptive
+  penalty, Newton polish) or projected Gauss-Seidel iterations until a tolerance, with
+  the residual reported; its gradients come from the implicit
   function theorem at the solution (`jax.custom_vjp`), not from the iterations.
 * ``"compliant"`` (`CompliantContact`): Hunt and Crossley (1975) normal force
   ``k d^p (1 + c d')`` with a regularised Coulomb friction ``-mu f_n u_t / sqrt(|u_t|^2 +

@@ -25,7 +25,15 @@ maximal number of iterations:
   multipliers on the second-order cone with De Saxce's correction ``mu |u_t|`` added
   to ``u_n`` at every iteration
   (Carpentier et al. 2024): one ``(A + rho I)^-1`` per step, then a matrix-vector
-  product and a cone projection per iteration, all contacts at once.
+  product and a cone projection per iteration, all contacts at once. At the checks it
+  balances its primal and dual residuals by changing ``rho`` (Boyd et al. 2011,
+  section 3.4.1), factoring ``A + rho I`` again only then.
+
+Either solver, at every check after the first that finds it unfinished, tries one
+semismooth Newton step on ``lam - F(lam) = 0`` from its iterate and restarts from it
+when it lowers the residual: first-order iterations stall on the nearly singular
+Delassus matrices of redundant points (flat feet), where the Newton step, once the
+contact mode is right, lands on the solution.
 
 Gradients never go through the iterations: `solve` is a `jax.custom_vjp` whose
 backward pass applies the implicit function theorem to ``lam = F(lam, A, c, mu)`` at
