@@ -24,6 +24,18 @@ if not os.environ.get("JAXRBD_TEST_FULL_OPT") and "xla_backend_optimization_leve
         os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
         " --xla_llvm_disable_expensive_passes=true"
     ).strip()
+# XLA:CPU's MLIR fusion emitters (the default since 2025) compile the element-wise
+# fusions of these programs ~2.5x slower than its classic LLVM IR emitters: with the
+# classic ones the forward-dynamics JVP of the `all_kinds` tree compiles in 7.5 s of CPU
+# instead of 18.3 s (benchmarks/LOG.md, 2026-11-27 suite entry). Both are exact IEEE
+# float64 code; results agree to rounding (~1e-13 relative). Also off with
+# JAXRBD_TEST_FULL_OPT=1.
+if not os.environ.get("JAXRBD_TEST_FULL_OPT") and "xla_cpu_use_fusion_emitters" not in (
+    os.environ.get("XLA_FLAGS", "")
+):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false"
+    ).strip()
 # One LLVM codegen module per compile: the two xdist workers already use both cores, and
 # each split module of an executable holds memory mappings of its own (see MAX_MAPPINGS
 # in the root conftest.py: running out of mappings crashed workers inside a compile).

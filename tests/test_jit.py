@@ -54,15 +54,21 @@ def test_avx512_detection_reads_numpy():
     assert _backend.host_has_avx512() == bool(__cpu_features__.get("AVX512F", False))
 
 
+#: XLA's own default for the plain `jax.jit` side: tests/conftest.py turns the fusion
+#: emitters off for the whole suite (compile time), which is jaxrbd's option itself.
+XLA_DEFAULT = {"xla_cpu_use_fusion_emitters": True}
+
+
 def test_same_results_as_jax_jit(humanoid_batch):
     model, Q, QD, TAU = humanoid_batch
     fd = jax.vmap(jaxrbd.forward_dynamics, in_axes=(None, 0, 0, 0))
-    ours, plain = jaxrbd.jit(fd)(model, Q, QD, TAU), jax.jit(fd)(model, Q, QD, TAU)
+    plain = jax.jit(fd, compiler_options=XLA_DEFAULT)(model, Q, QD, TAU)
+    ours = jaxrbd.jit(fd)(model, Q, QD, TAU)
     np.testing.assert_allclose(ours, plain, rtol=1e-10, atol=1e-10)
     def loss(tau):
         return jnp.sum(jaxrbd.forward_dynamics(model, Q[0], QD[0], tau) ** 2)
 
-    g, g_plain = jaxrbd.jit(jax.grad(loss)), jax.grad(loss)
+    g, g_plain = jaxrbd.jit(jax.grad(loss)), jax.jit(jax.grad(loss), compiler_options=XLA_DEFAULT)
     np.testing.assert_allclose(g(TAU[0]), g_plain(TAU[0]), rtol=1e-9, atol=1e-9)
 
 
