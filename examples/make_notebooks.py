@@ -928,8 +928,11 @@ LWR4+ runs of FloBaRoID (github.com/kjyv/FloBaRoID, `data/KUKA/HW` and `model`) 
 Franka Panda trajectory and published model of Gaz et al. 2019
 (github.com/marcocognetti/FrankaEmikaPandaDynModel). Set `JAXRBD_SYSID_DATA` to a folder
 holding `kuka_lwr4/` and `panda_gaz2019/` laid out as `identification_real_robot.py`
-describes. Without it, the notebook shows the excitation design on a small arm and skips
-the real data.
+describes, or `JAXRBD_SYSID_DOWNLOAD=1` to download the recordings from their public
+sources (pinned commits, checked SHA-256) into `~/.cache/jaxrbd/` on first use; the
+Panda's published model is a set of tables in the paper's supplement, so its three CSV
+files have to be put there by hand. Without data, the notebook shows the excitation
+design on a small arm and skips the real data.
 
 This notebook presents `examples/identification_real_robot.py` step by step.
 """),
@@ -940,11 +943,23 @@ import identification_real_robot as ex  # the example script (it enables float64
 import jaxrbd
 from jaxrbd import identification as ident
 
+# A data folder, or the cached download (fetched on first use with JAXRBD_SYSID_DOWNLOAD=1)
 DATA = os.environ.get("JAXRBD_SYSID_DATA")
-KUKA = pathlib.Path(DATA) / "kuka_lwr4" if DATA else None
-PANDA = pathlib.Path(DATA) / "panda_gaz2019" if DATA else None
-HAVE_KUKA = KUKA is not None and (KUKA / "measurements_1.npz").exists()
-HAVE_PANDA = PANDA is not None and (PANDA / "exciting_traj_torques.txt").exists()
+DOWNLOAD = os.environ.get("JAXRBD_SYSID_DOWNLOAD", "0") == "1" and not QUICK
+
+
+def folder(robot):
+    try:
+        return ex.data_folder(robot, pathlib.Path(DATA) / robot if DATA else None,
+                              download=DOWNLOAD)
+    except (FileNotFoundError, ConnectionError) as e:
+        print(f"{robot}: {e}")
+        return None
+
+
+KUKA, PANDA = folder("kuka_lwr4"), folder("panda_gaz2019")
+HAVE_KUKA = KUKA is not None
+HAVE_PANDA = PANDA is not None and all((PANDA / n).exists() for n in ex.PANDA_MODEL_FILES)
 print(f"KUKA data: {HAVE_KUKA}, Panda data: {HAVE_PANDA}")
 '''),
     md(r"""
