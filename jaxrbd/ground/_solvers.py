@@ -155,7 +155,7 @@ RHO_RANGE = 1e4
 
 
 def _admm(A, c, mu, lam0, rho_scale, adaptive):
-    """``(state, update, adapt, impulses)`` of ADMM with De Saxce's correction.
+    """``(state, update, adapt, impulses, restart)`` of ADMM with De Saxce's correction.
 
     The state is ``(z, y, rho, Minv, r_p, r_d)``: the impulses in the cone, the
     multipliers (minus the contact velocities at convergence), the penalty, ``(A + rho
@@ -194,26 +194,19 @@ def _admm(A, c, mu, lam0, rho_scale, adaptive):
         Minv = lax.cond(up | down, inverse, lambda _: Minv, new)
         return z, y, new, Minv, r_p, r_d
 
-    z0 = project_cone(lam0.reshape(-1, 3), mu).reshape(-1)
-    y0 = -(A @ z0 + c + desaxce(z0))
-    zero = jnp.zeros((), A.dtype)
-    state = (z0, y0, rho0, inverse(rho0), zero, zero)
-    return state, it, adapt if adaptive else (lambda state: state), lambda state: state[0]
-
-
-def _admm_restart(A, c, mu):
-    """``restart(state, lam)``: ADMM's state started again from ``lam`` (as from a warm
-    start), keeping its penalty and factor."""
+    def start(lam):
+        """``(z, y)`` started from ``lam``, as from a warm start."""
+        z = project_cone(lam.reshape(-1, 3), mu).reshape(-1)
+        return z, -(A @ z + c + desaxce(z))
 
     def restart(state, lam):
-        _, _, rho, Minv, r_p, r_d = state
-        z = project_cone(lam.reshape(-1, 3), mu).reshape(-1)
-        u = (A @ z + c).reshape(-1, 3)
-        s = mu * jnp.sqrt(jnp.sum(u[:, 1:] ** 2, axis=1))
-        y = -(u.at[:, 0].add(s)).reshape(-1)
-        return z, y, rho, Minv, r_p, r_d
+        """The state started again from ``lam``, keeping its penalty and factor."""
+        return (*start(lam), *state[2:])
 
-    return restart
+    zero = jnp.zeros((), A.dtype)
+    state = (*start(lam0), rho0, inverse(rho0), zero, zero)
+    return (state, it, adapt if adaptive else (lambda state: state), lambda state: state[0],
+            restart)
 
 
 def _newton(lam, A, c, mu):
@@ -246,8 +239,7 @@ def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True
         state, update, adapt, impulses = _pgs(A, c, mu, lam0)
         restart = lambda state, lam: lam
     else:
-        state, update, adapt, impulses = _admm(A, c, mu, lam0, rho_scale, adaptive)
-        restart = _admm_restart(A, c, mu)
+        state, update, adapt, impulses, restart = _admm(A, c, mu, lam0, rho_scale, adaptive)
     residual = lambda lam: natural_residual(lam, A, c, mu)
 
     def run_block(state, k):
