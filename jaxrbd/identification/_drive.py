@@ -312,6 +312,14 @@ class NonlinearFriction:
         per = jax.jacfwd(self._term, argnums=1)
         return jax.vmap(jax.vmap(per))(qd, jnp.broadcast_to(theta, qd.shape + theta.shape[-1:]))
 
+    def canonical(self, theta):
+        """``theta`` `(nv, n_params)` numpy in one form per friction curve: the Stribeck
+        term depends on ``vs`` through ``vs^2`` only, so ``vs`` is made positive."""
+        theta = np.array(theta, np.float64)
+        if self.kind == "stribeck":
+            theta[:, 1] = np.abs(theta[:, 1])
+        return theta
+
     def start(self, nv: int):
         """A neutral start `(nv, n_params)`: no Stribeck excess at ``vs = 0.1`` rad/s; a
         sigmoid of zero height, steepness 10 s/rad, no offset (the height is linear in

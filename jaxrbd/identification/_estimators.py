@@ -684,9 +684,7 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
                 jnp.asarray(tol), nl.friction)
             it += int(k)
         z = x[: len(free)]
-        theta = np.array(x[len(free):]).reshape(nl.start.shape)
-        if nl.friction.kind == "stribeck":
-            theta[:, 1] = np.abs(theta[:, 1])  # the term depends on vs^2 only
+        theta = nl.friction.canonical(np.asarray(x[len(free):]).reshape(nl.start.shape))
     p = p_prior.copy()
     p[free] = np.asarray(z)
     p = jnp.asarray(p)
