@@ -89,7 +89,7 @@ class Job:
     model: str
     function: str
     variant: str  # "single" | "vmap" | "batched"
-    traversal: str  # "auto" (the default) | "level" | "body"
+    traversal: str  # "auto" (the default) | "level" | "body" | "dense"
     batch: int | None  # None for the single call
 
     def label(self) -> str:
@@ -166,8 +166,10 @@ class States:
 # --------------------------------------------------------------------------- jobs
 
 
-def make_jobs(models, functions, batches, body_batch=True) -> list[Job]:
-    """Every row, the target rows first; ``body_batch=False``: "body" on single calls only."""
+def make_jobs(models, functions, batches, body_batch=True, traversals=None) -> list[Job]:
+    """Every row, the target rows first; ``body_batch=False``: "body" on single calls only.
+
+    ``traversals`` given: those schedules on every robot and every batch size."""
     if body_batch and batches:
         body_batch = BODY_BATCH if BODY_BATCH in batches else max(batches)
     else:
@@ -176,10 +178,11 @@ def make_jobs(models, functions, batches, body_batch=True) -> list[Job]:
     for name in models:
         body = name == "talos" or name.startswith("chain")
         for fn in functions:
-            for trav in ("auto", "level", "body") if body else ("auto",):
+            travs = traversals or (("auto", "level", "body") if body else ("auto",))
+            for trav in travs:
                 jobs.append(Job(name, fn, "single", trav, None))
                 for B in batches:
-                    if trav != "auto" and B != body_batch:
+                    if not traversals and trav != "auto" and B != body_batch:
                         continue
                     for variant in ("vmap", "batched"):
                         jobs.append(Job(name, fn, variant, trav, B))
@@ -536,6 +539,10 @@ def parse_args(argv=None):
                                      f"{','.join(map(str, BATCHES))}; empty: single calls only)")
     p.add_argument("--functions", default=",".join(FUNCTIONS),
                    help="comma-separated subset of " + ",".join(FUNCTIONS))
+    p.add_argument("--traversals", default=None,
+                   help="comma-separated Model.traversal values (auto, level, body, dense) run "
+                        "at every batch size (default: auto everywhere; level and body on "
+                        "talos and chains at one batch size)")
     p.add_argument("--float32", action="store_true",
                    help="leave jax_enable_x64 off (float32 models; Pinocchio stays float64)")
     p.add_argument("--budget", type=float, default=None,
@@ -684,7 +691,9 @@ def main(argv=None):
 
     t_start = time.perf_counter()
     _warm_up()
-    jobs = make_jobs(models, functions, batches, body_batch=not args.quick)
+    traversals = tuple(args.traversals.split(",")) if args.traversals else None
+    jobs = make_jobs(models, functions, batches, body_batch=not args.quick,
+                     traversals=traversals)
     n_first = sum(j in TARGET_JOBS for j in jobs)  # the target rows come first
     sharded = meta["shard_devices"] is not None
     runner = Runner(args, max(batches, default=1))

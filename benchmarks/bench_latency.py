@@ -115,17 +115,25 @@ def run_robot(name, floating, args, rows):
     pin = C.pinocchio()
     base = jaxrbd.load_urdf(C.DATA / f"{name}.urdf", floating_base=floating)
     model = base
-    pm = C.pin_load_urdf(C.DATA / f"{name}.urdf", floating)
-    pd = pm.createData()
-    rng = np.random.default_rng(0)
-    q, v, w = C.pin_random_state(pm, rng)
-    qj, vj, wj = (jnp.asarray(x) for x in _to_jaxrbd(model, pm, q, v, w))
     peers = {}
-    for fn in args.functions:
-        pname = PEER[fn]
-        if pname not in peers:
-            peers[pname] = C.time_python(pin_call(pin, pm, pd, fn, q, v, w),
-                                         budget_s=args.pin_budget)
+    if pin is None:
+        # Without Pinocchio (a device machine, say) the rows keep their times and kernel
+        # counts and lose the peer columns.
+        kq, kv, kw = jax.random.split(jax.random.key(0), 3)
+        qj = jaxrbd.random_configuration(model, kq)
+        vj = jax.random.normal(kv, (model.nv,), qj.dtype)
+        wj = jax.random.normal(kw, (model.nv,), qj.dtype)
+    else:
+        pm = C.pin_load_urdf(C.DATA / f"{name}.urdf", floating)
+        pd = pm.createData()
+        rng = np.random.default_rng(0)
+        q, v, w = C.pin_random_state(pm, rng)
+        qj, vj, wj = (jnp.asarray(x) for x in _to_jaxrbd(model, pm, q, v, w))
+        for fn in args.functions:
+            pname = PEER[fn]
+            if pname not in peers:
+                peers[pname] = C.time_python(pin_call(pin, pm, pd, fn, q, v, w),
+                                             budget_s=args.pin_budget)
     floor = jax.jit(lambda m, q, qd, x: q)
     d = C.time_jax(floor, model, qj, vj, wj, budget_s=args.budget)
     rows.append({"robot": name, "function": "dispatch", "model": "arg",
@@ -134,7 +142,7 @@ def run_robot(name, floating, args, rows):
     for fn, traversal in ((fn, t) for t in args.traversals for fn in args.functions):
         model = base.with_traversal(traversal)
         f = jax_function(fn)
-        peer = peers[PEER[fn]]
+        peer = peers.get(PEER[fn])
         for how in args.models:
             if how == "arg":
                 call_args = (model, qj, vj, wj)
@@ -146,23 +154,25 @@ def run_robot(name, floating, args, rows):
             nk = kernels(jitted, *call_args)
             t = C.time_jax(jitted, *call_args, budget_s=args.budget)
             row = {"robot": name, "nv": model.nv, "function": fn, "model": how,
-                   "traversal": traversal,
-                   "peer": f"pin.{PEER[fn]}", "peer_s": peer["min_s"],
-                   "peer_median_s": peer["median_s"], "time_s": t["min_s"],
-                   "median_s": t["median_s"], "compile_s": compile_s, "kernels": nk,
-                   "ratio": t["min_s"] / peer["min_s"]}
+                   "traversal": traversal, "time_s": t["min_s"], "median_s": t["median_s"],
+                   "compile_s": compile_s, "kernels": nk}
+            if peer is not None:
+                row.update({"peer": f"pin.{PEER[fn]}", "peer_s": peer["min_s"],
+                            "peer_median_s": peer["median_s"],
+                            "ratio": t["min_s"] / peer["min_s"]})
             target = TARGETS.get(fn) if name == "talos" else None
             if isinstance(target, float):
                 row["target_s"] = target
                 row["met"] = t["min_s"] <= target
-            elif target == "2x":
+            elif target == "2x" and peer is not None:
                 row["target_s"] = 2 * peer["min_s"]
                 row["met"] = t["min_s"] <= 2 * peer["min_s"]
             rows.append(row)
+            vs = (f"pin {C.fmt_time(peer['min_s']):>9s}  x{row['ratio']:.2f}" if peer
+                  else "no Pinocchio")
             print(f"  {fn:30s} {how:6s} {traversal:5s} {C.fmt_time(t['min_s']):>9s} (median "
-                  f"{C.fmt_time(t['median_s'])})  pin {C.fmt_time(peer['min_s']):>9s}  "
-                  f"x{row['ratio']:.2f}  kernels {nk}  compile {compile_s:.2f} s", flush=True)
-
+                  f"{C.fmt_time(t['median_s'])})  {vs}  kernels {nk}  "
+                  f"compile {compile_s:.2f} s", flush=True)
 
 def run_rollout(args, rows):
     """The one-trajectory ``rollout`` row against ``mj_step`` (see the module doc)."""
@@ -244,6 +254,9 @@ def main(argv=None):
     p.add_argument("--rollout-steps", type=int, default=1000,
                    help="steps of the Menagerie pal_talos rollout row (0: no rollout row)")
     p.add_argument("--out", default=str(C.RESULTS / "latency.json"))
+    p.add_argument("--note", default="AMD EPYC VM, AVX2 only (no AVX-512), 2 cores shared "
+                   "with other work; times are the minimum of adaptive repeats",
+                   help="machine note written to the JSON metadata")
     C.add_jit_argument(p)
     args = p.parse_args(argv)
     C.use_jit(args.jit)
@@ -256,17 +269,19 @@ def main(argv=None):
     if args.rollout_steps:
         run_rollout(args, rows)
     meta = C.machine_metadata()
-    meta["machine"]["note"] = ("AMD EPYC VM, AVX2 only (no AVX-512), 2 cores shared with "
-                               "other work; times are the minimum of adaptive repeats")
+    meta["machine"]["note"] = args.note
     C.write_json(args.out, rows, meta)
     print()
+    def blank(fmt):
+        return lambda x: "-" if x is None else fmt(x)
+
     C.print_table([r for r in rows if r["function"] != "dispatch"], [
         ("robot", "robot", str), ("function", "function", str), ("model", "model", str),
         ("traversal", "traversal", str), ("jaxrbd", "time_s", C.fmt_time),
-        ("peer", "peer", str), ("peer t", "peer_s", C.fmt_time),
-        ("ratio", "ratio", lambda x: f"{x:.2f}"), ("kernels", "kernels", str),
+        ("peer", "peer", blank(str)), ("peer t", "peer_s", blank(C.fmt_time)),
+        ("ratio", "ratio", blank(lambda x: f"{x:.2f}")), ("kernels", "kernels", str),
         ("compile", "compile_s", lambda x: f"{x:.2f} s"),
-        ("target", "target_s", C.fmt_time), ("met", "met", lambda x: "-" if x is None else str(x)),
+        ("target", "target_s", blank(C.fmt_time)), ("met", "met", blank(str)),
     ])
 
 
