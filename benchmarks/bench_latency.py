@@ -12,8 +12,9 @@ talos (floating base, nv 38, ``tests/data/talos.urdf``), float64, one state, for
 each compiled once with the jit in use (`jaxrbd.jit` by default) in two ways: ``arg``,
 the model a jit argument (what a user who differentiates or swaps models writes), and
 ``closed``, the model closed over (its arrays constants of the program), and for
-each ``Model.traversal`` named by ``--traversals`` (``auto``, the default schedule, and
-``dense``, the opt-in single-state schedule). A ``dispatch``
+each ``Model.traversal`` named by ``--traversals`` (``auto``, the default schedule;
+``dense``, the opt-in single-state schedule; ``kernel``, one state's forward dynamics as
+one compiled C++ kernel, `jaxrbd._core.ffi`). A ``dispatch``
 row times a jitted function of the same arguments that only returns ``q``: the floor
 JAX's call overhead puts under every ``arg`` row (flattening the model pytree included).
 
@@ -23,7 +24,7 @@ steps of Menagerie's ``pal_talos`` (``talos_motor.xml`` loaded with `jaxrbd.load
 zero torques, from ``qpos0``) in one `jaxrbd.rollout`, per step, against `mujoco.mj_step`
 on the same compiled ``MjModel`` with constraints, actuation, springs and dampers
 disabled and the Euler integrator (MuJoCo's Euler is semi-implicit), timed in the same
-process; the row records how far the two final states are apart. The same robot
+process, once per traversal; the row records how far the two final states are apart. The same robot
 standing on the ground with contacts on is `bench_legged_corpus.py`'s Talos row.
 
 Besides the times the script records the number of kernels one call executes, counted
@@ -192,17 +193,10 @@ def run_rollout(args, rows):
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     # MuJoCo's equality constraints are off with the rest of its constraints: every joint
     # of the jaxrbd model is independent too
-    model = jaxrbd.load_mjcf(m, joint_equalities="independent")
+    base = jaxrbd.load_mjcf(m, joint_equalities="independent")
     n, dt = args.rollout_steps, float(m.opt.timestep)
-    q0, qd0 = jnp.asarray(m.qpos0), jnp.zeros(model.nv)
-    tau = jnp.zeros((n, model.nv))
-
-    def simulate(q0, qd0, tau):
-        return jaxrbd.rollout(model, q0, qd0, tau, dt, "semi_implicit_euler")
-
-    jitted, _, compile_s = C.compile_jit(simulate, q0, qd0, tau)
-    t = C.time_jax(jitted, q0, qd0, tau, budget_s=max(args.budget, 3.0), min_repeats=3)
-    qs, _ = jitted(q0, qd0, tau)
+    q0, qd0 = jnp.asarray(m.qpos0), jnp.zeros(base.nv)
+    tau = jnp.zeros((n, base.nv))
     d = mujoco.MjData(m)
     best = np.inf
     for _ in range(5):
@@ -211,22 +205,30 @@ def run_rollout(args, rows):
         for _ in range(n):
             mujoco.mj_step(m, d)
         best = min(best, time.perf_counter() - t0)
-    # jaxrbd's free-joint quaternion is MuJoCo's (w, x, y, z) in its own order: compare
-    # the positions of the base and the hinge angles
-    q_end = np.asarray(qs[-1])
-    gap = float(max(np.max(np.abs(q_end[:3] - d.qpos[:3])),
-                    np.max(np.abs(q_end[7:] - d.qpos[7:]))))
-    row = {"robot": "pal_talos (Menagerie)", "nv": model.nv, "function": "rollout",
-           "model": "closed", "traversal": model.traversal, "peer": "mujoco.mj_step",
-           "steps": n, "time_s": t["min_s"] / n, "median_s": t["median_s"] / n,
-           "peer_s": best / n, "compile_s": compile_s, "ratio": t["min_s"] / best,
-           "target_s": 2 * best / n, "met": t["min_s"] <= 2 * best,
-           "final_state_gap": gap}
-    rows.append(row)
-    print(f"  rollout ({n} steps, per step)  {C.fmt_time(row['time_s'])}  mj_step "
-          f"{C.fmt_time(row['peer_s'])}  x{row['ratio']:.2f}  compile {compile_s:.2f} s  "
-          f"final-state gap {gap:.1e}", flush=True)
+    for traversal in args.traversals:
+        model = base.with_traversal(traversal)
 
+        def simulate(q0, qd0, tau, model=model):
+            return jaxrbd.rollout(model, q0, qd0, tau, dt, "semi_implicit_euler")
+
+        jitted, _, compile_s = C.compile_jit(simulate, q0, qd0, tau)
+        t = C.time_jax(jitted, q0, qd0, tau, budget_s=max(args.budget, 3.0), min_repeats=3)
+        qs, _ = jitted(q0, qd0, tau)
+        # jaxrbd's free-joint quaternion is MuJoCo's (w, x, y, z) in its own order: compare
+        # the positions of the base and the hinge angles
+        q_end = np.asarray(qs[-1])
+        gap = float(max(np.max(np.abs(q_end[:3] - d.qpos[:3])),
+                        np.max(np.abs(q_end[7:] - d.qpos[7:]))))
+        row = {"robot": "pal_talos (Menagerie)", "nv": model.nv, "function": "rollout",
+               "model": "closed", "traversal": traversal, "peer": "mujoco.mj_step",
+               "steps": n, "time_s": t["min_s"] / n, "median_s": t["median_s"] / n,
+               "peer_s": best / n, "compile_s": compile_s, "ratio": t["min_s"] / best,
+               "target_s": 2 * best / n, "met": t["min_s"] <= 2 * best,
+               "final_state_gap": gap}
+        rows.append(row)
+        print(f"  rollout {traversal} ({n} steps, per step)  {C.fmt_time(row['time_s'])}  "
+              f"mj_step {C.fmt_time(row['peer_s'])}  x{row['ratio']:.2f}  compile "
+              f"{compile_s:.2f} s  final-state gap {gap:.1e}", flush=True)
 
 def _to_jaxrbd(model, pm, q, v, w):
     """Pinocchio's state in jaxrbd's joint order (per-joint blocks match, matched by name,
@@ -247,8 +249,9 @@ def main(argv=None):
     p.add_argument("--models", default="arg,closed",
                    help="arg (model a jit argument), closed (closed over), or both")
     p.add_argument("--functions", default=",".join(FUNCTIONS_ALL))
-    p.add_argument("--traversals", default="auto,dense",
-                   help="Model.traversal of the rows: auto (the default schedule), dense")
+    p.add_argument("--traversals", default="auto,dense,kernel",
+                   help="Model.traversal of the rows: auto (the default schedule), dense, "
+                        "kernel")
     p.add_argument("--budget", type=float, default=1.0, help="seconds per jaxrbd row")
     p.add_argument("--pin-budget", type=float, default=0.5, help="seconds per Pinocchio row")
     p.add_argument("--rollout-steps", type=int, default=1000,

@@ -10,6 +10,7 @@ import numpy as np
 
 from ._aba_root import root_acceleration, root_bias, root_chain, root_inertia
 from ._core import algebra as al
+from ._core import ffi
 from ._core.jcalc import joint_velocity_terms, node_inertias
 from ._core.native_vmap import native_vmap
 from ._core.nodes import (
@@ -203,7 +204,8 @@ def aba_batched(model, q, qd, tau, f_ext=None):
 
 #: single-state ABA; ``f_ext`` may be None (`native_vmap`'s optional arguments). The
 #: lambda looks `aba_batched` up at each trace, so a patched module function is used.
-aba_single = native_vmap(lambda m, q, qd, tau, f: aba_batched(m, q, qd, tau, f))
+aba_single = native_vmap(lambda m, q, qd, tau, f: aba_batched(m, q, qd, tau, f),
+                         kernel=ffi.aba)
 
 
 

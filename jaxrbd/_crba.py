@@ -17,6 +17,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ._core import algebra as al
+from ._core import ffi
 from ._core.jcalc import node_inertias
 from ._core.native_vmap import blocked, native_vmap
 from ._core.nodes import Xup_and_S, sched
@@ -80,4 +81,4 @@ def crba_batched(model, q):
     return H + jnp.diag(model.armature)[None]  # rotor inertia: H + diag(armature)
 
 
-crba_single = native_vmap(crba_batched, batch_first=True)
+crba_single = native_vmap(crba_batched, batch_first=True, kernel=ffi.crba)

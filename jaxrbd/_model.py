@@ -122,9 +122,9 @@ class Model(eqx.Module):
             raise ValueError("Model: node table does not match nv")
         if any(p >= i for i, p in enumerate(self.body_parent) if i > 0):
             raise ValueError("Model: bodies are not in topological order")
-        if self.traversal not in ("auto", "level", "body", "dense"):
-            raise ValueError(
-                f"traversal {self.traversal!r}, expected 'auto', 'level', 'body' or 'dense'")
+        if self.traversal not in ("auto", "level", "body", "dense", "kernel"):
+            raise ValueError(f"traversal {self.traversal!r}, expected 'auto', 'level', "
+                             "'body', 'dense' or 'kernel'")
 
     # ---- sizes and lookup ----
     @property
@@ -210,7 +210,11 @@ class Model(eqx.Module):
         ``"level<k>"`` (levels cut into steps of at most ``k`` nodes), or ``"auto"``
         (default: the traversal `jaxrbd._core.backend.traversal` picks for the device the
         computation runs on: level by level for a single state and off the CPU, body by
-        body for a batch on a CPU)."""
+        body for a batch on a CPU). ``"dense"`` runs one state's recursions as dense
+        products over the tree (fewest XLA kernels); ``"kernel"`` runs one state's
+        forward dynamics on the CPU as one compiled C++ kernel (`jaxrbd._core.ffi`: what
+        it covers, and the C++ compiler it needs at first use), and the rest as
+        ``"auto"``."""
         return dataclasses.replace(self, traversal=traversal)
 
     def astype(self, dtype) -> Model:

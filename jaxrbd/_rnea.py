@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ._core import algebra as al
+from ._core import ffi
 from ._core.jcalc import joint_velocity_terms, node_inertias
 from ._core.native_vmap import native_vmap
 from ._core.nodes import Xup_and_S, f_ext_nodes, gravity_acceleration, sched
@@ -42,4 +43,5 @@ def rnea_batched(model, q, qd, qdd, f_ext=None, gravity=True):
 
 #: single-state RNEA; ``f_ext`` may be None (`native_vmap`'s optional arguments). The
 #: lambda looks `rnea_batched` up at each trace, so a patched module function is used.
-rnea_single = native_vmap(lambda m, q, qd, qdd, f: rnea_batched(m, q, qd, qdd, f))
+rnea_single = native_vmap(lambda m, q, qd, qdd, f: rnea_batched(m, q, qd, qdd, f),
+                          kernel=ffi.rnea)

@@ -135,6 +135,10 @@ def traversal(model_traversal: str, B: int, batch_width: int = 1, device=None) -
     opt-in (`Model.with_traversal`) until it is timed on a quiet machine: it runs 20-40x
     fewer kernels, but its time per call was not measurable reliably (benchmarks/LOG.md).
     """
+    if model_traversal == "kernel":
+        # the native kernel replaces one state's forward dynamics (`jaxrbd._core.ffi`);
+        # every program around it is the one "auto" picks
+        model_traversal = "auto"
     if model_traversal == "dense":
         # one state only: a batch takes what "auto" picks for it
         if B == 1:

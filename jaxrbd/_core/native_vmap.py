@@ -72,10 +72,15 @@ def blocked(fn, arrays, chunk=None, *, batch_first=False, in_batch_first=False):
     return jax.tree_util.tree_map(merge, out)
 
 
-def native_vmap(batched_impl, *, batch_first=False):
+def native_vmap(batched_impl, *, batch_first=False, kernel=None):
     """Wrap ``batched_impl(model, *arrays)`` (arrays with a trailing batch axis; output
     with a trailing batch axis, or a pytree of such) into a single-state function
     ``f(model, *arrays)``.
+
+    ``kernel(model, *arrays)``, if given, computes one state another way (the native
+    kernel of ``traversal="kernel"``, `jaxrbd._core.ffi`) or returns ``None`` where it
+    does not apply; plain calls use it, while `jax.vmap` and derivatives keep to
+    ``batched_impl``.
 
     Any of ``arrays`` may be ``None`` (an optional argument such as ``f_ext``): it is
     passed on to ``batched_impl`` as ``None``, and each pattern of present arguments gets
@@ -95,13 +100,19 @@ def native_vmap(batched_impl, *, batch_first=False):
                 it = iter(xs)
                 return batched_impl(model, *(next(it) if p else None for p in present))
 
-            g = wrappers[present] = _native_vmap(impl, batch_first)
+            one = None
+            if kernel is not None:
+                def one(model, *xs):
+                    it = iter(xs)
+                    return kernel(model, *(next(it) if p else None for p in present))
+
+            g = wrappers[present] = _native_vmap(impl, batch_first, one)
         return g(model, *(a for a in arrays if a is not None))
 
     return f
 
 
-def _native_vmap(batched_impl, batch_first):
+def _native_vmap(batched_impl, batch_first, kernel=None):
     """`native_vmap` for arrays that are all present."""
     if batch_first:
         unbatch, rebatch = (lambda o: o[0]), (lambda o: o)
@@ -130,19 +141,21 @@ def _native_vmap(batched_impl, batch_first):
         )
         return jax.tree_util.tree_map(rebatch, run(model, *trailing))
 
-    return _with_vmap_rule(plain, rule)
+    return _with_vmap_rule(plain, rule, kernel)
 
 
-def _with_vmap_rule(plain, rule):
+def _with_vmap_rule(plain, rule, kernel=None):
     """``plain`` whose `jax.vmap` runs ``rule(axis_size, in_batched, *args)`` (outputs
     batched on axis 0), and whose derivatives go through ``plain`` itself: a
     ``custom_vmap`` inside a ``custom_jvp``, so `jax.grad`, `jax.jacfwd` and their vmaps
     are those of ordinary JAX code. The one wrapper of `native_vmap` and
-    `vmap_in_blocks`."""
+    `vmap_in_blocks`. ``kernel(*args)`` (or ``None``) replaces ``plain`` in plain calls
+    where it returns a result."""
 
     @custom_vmap
     def fast(*args):
-        return plain(*args)
+        out = None if kernel is None else kernel(*args)
+        return plain(*args) if out is None else out
 
     @fast.def_vmap
     def _rule(axis_size, in_batched, *args):

@@ -1,0 +1,190 @@
+"""One state's recursion as a single compiled kernel: ``Model.with_traversal("kernel")``.
+
+On XLA:CPU a single-state call of the scan programs executes hundreds to thousands of
+small kernels, and its time is theirs, not the arithmetic's (benchmarks/LOG.md). Under
+``traversal="kernel"`` the recursion of one state runs instead as one C++ function
+(``ffi_kernels.cc``) that XLA calls through its foreign-function interface (`jax.ffi`):
+one kernel per call.
+
+What runs natively, and what does not:
+
+* forward dynamics (ABA), inverse dynamics (RNEA) and the mass matrix (CRBA) of one
+  state, float64, on the CPU, without external forces, for models whose joints are screw
+  joints (revolute, prismatic, helical), free, spherical or ``translation_xyz`` joints
+  (`supported`), and whatever calls them for one state (`jaxrbd.rollout`'s steps, ...);
+* everything else runs the ``"auto"`` program, with the same results: other functions,
+  batches (`jax.vmap` takes the batched XLA path), derivatives (`jax.jvp`, `jax.grad`
+  differentiate the XLA program, `jaxrbd._core.native_vmap`), float32, other devices,
+  Euler and custom joints.
+
+The C++ source is compiled at first use with the host's C++ compiler (``$CXX``, else
+``c++``, ``g++`` or ``clang++``) against the FFI headers that ship with jaxlib, and cached
+under ``$JAXRBD_CACHE`` (default ``~/.cache/jaxrbd``) by a hash of the source, the
+compiler and jaxlib's version; building it without a compiler raises `KernelBuildError`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import jaxlib
+import numpy as np
+
+from .backend import on_cpu
+from .jcalc import node_inertias, node_Xtree
+from .topology import topology
+
+__all__ = ["NODE_KINDS", "KernelBuildError", "aba", "crba", "library", "node_tables", "rnea",
+           "supported"]
+
+SOURCE = pathlib.Path(__file__).with_name("ffi_kernels.cc")
+
+#: the joint kind of a node, as ``ffi_kernels.cc`` reads it; ``inner`` is a node of a
+#: multi-DoF joint after its first (``XJ = 1``)
+NODE_KINDS = {"world": 0, "screw": 1, "free": 2, "spherical": 3, "inner": 4,
+              "translation_xyz": 5}
+
+#: the XLA FFI targets of ``ffi_kernels.cc``: (registered name, exported symbol)
+TARGETS = (("jaxrbd_aba", "JaxrbdAba"), ("jaxrbd_rnea", "JaxrbdRnea"),
+           ("jaxrbd_crba", "JaxrbdCrba"))
+
+#: flags of the build; the hash of the cached library includes them
+CXXFLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-w")
+
+
+class KernelBuildError(RuntimeError):
+    """The native kernels of ``traversal="kernel"`` could not be built on this host."""
+
+
+def _compiler() -> str:
+    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    raise KernelBuildError(
+        'traversal="kernel" compiles a C++ kernel at first use and found no C++ compiler '
+        "(set $CXX or install g++ or clang++); the other traversals need none")
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    """Build (once per source, compiler and jaxlib version) and load the kernels, and
+    register their FFI targets with XLA's CPU backend."""
+    cxx = _compiler()
+    source = SOURCE.read_bytes()
+    # jaxlib's version keys the cache: the FFI headers come with it
+    key = hashlib.sha256(b"\0".join([source, cxx.encode(), jaxlib.__version__.encode(),
+                                     " ".join(CXXFLAGS).encode()])).hexdigest()[:16]
+    root = pathlib.Path(os.environ.get("JAXRBD_CACHE", pathlib.Path.home() / ".cache" / "jaxrbd"))
+    path = root / "kernels" / f"jaxrbd_kernels_{key}.so"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # build beside the target and rename: a concurrent or interrupted build never
+        # leaves a partial library under the final name
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        os.close(fd)
+        cmd = [cxx, *CXXFLAGS, f"-I{jax.ffi.include_dir()}", str(SOURCE), "-o", tmp]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            os.unlink(tmp)
+            raise KernelBuildError(
+                f'traversal="kernel": building {SOURCE.name} failed ({" ".join(cmd)}):\n'
+                + done.stderr[-2000:])
+        os.replace(tmp, path)
+    lib = ctypes.cdll.LoadLibrary(str(path))
+    for name, symbol in TARGETS:
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, symbol)),
+                                    platform="cpu")
+    return lib
+
+
+@functools.cache
+def _tables(t):
+    kind = np.zeros(t.nn, np.int32)
+    qi = np.zeros(t.nn, np.int32)
+    if len(t.custom_nodes):
+        return None
+    kind[t.screw_nodes] = NODE_KINDS["screw"]
+    qi[t.screw_nodes] = t.screw_q
+    for name, (nodes, qs, _) in t.multi.items():
+        if name not in NODE_KINDS:  # Euler joints: S depends on q
+            return None
+        ndof = {"free": 6, "spherical": 3, "translation_xyz": 3}[name]
+        kind[nodes] = NODE_KINDS[name]
+        qi[nodes] = qs
+        for k in range(1, ndof):
+            kind[nodes + k] = NODE_KINDS["inner"]
+    parent = np.maximum(np.asarray(t.node_parent), 0).astype(np.int32)
+    return kind, parent, qi, np.asarray(t.bias_target, np.int32)
+
+
+def node_tables(model):
+    """``(kind, parent, qi, bias_to)``, ``(nn,)`` int32 each, as ``ffi_kernels.cc`` reads
+    the tree; ``None`` when a joint has no native kernel (custom or Euler joints)."""
+    return _tables(topology(model))
+
+
+def supported(model, q, f_ext=None) -> bool:
+    """Whether one state's call runs as a native kernel (module docstring)."""
+    return (model.traversal == "kernel" and f_ext is None and q.ndim == 1
+            and q.dtype == jnp.float64 and model.gravity.dtype == jnp.float64 and on_cpu()
+            and node_tables(model) is not None)
+
+
+def _buffers(model):
+    """The model's arrays as the kernels read them (``ffi_kernels.cc``'s header)."""
+    library()
+    kind, parent, qi, bias_to = (jnp.asarray(x) for x in node_tables(model))
+    # a model closed over by jit has concrete leaves: its node tables are then computed
+    # once while tracing, not by kernels of every call
+    with jax.ensure_compile_time_eval():
+        E, r = node_Xtree(model)
+        I = node_inertias(model)
+    return kind, parent, qi, bias_to, E[..., 0], r[..., 0], I[..., 0]
+
+
+def _call(name, model, shape, dtype):
+    # a batch of states never reaches here (`native_vmap` takes the XLA path under vmap);
+    # "sequential" keeps a vmap over models correct all the same
+    return jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(shape, dtype), vmap_method="sequential")
+
+
+def aba(model, q, qd, tau, f_ext=None):
+    """Forward dynamics of one state by the native kernel: ``q (nq,)``, ``qd, tau (nv,)`` ->
+    ``qdd (nv,)``; ``None`` where it does not apply (`supported`), for the caller to run
+    the XLA program."""
+    if not supported(model, q, f_ext):
+        return None
+    kind, parent, qi, bias_to, E, r, I = _buffers(model)
+    return _call("jaxrbd_aba", model, (model.nv,), q.dtype)(
+        kind, parent, qi, bias_to, E, r, I, model.axes, model.armature, model.gravity,
+        q, qd, tau)
+
+
+def rnea(model, q, qd, qdd, f_ext=None):
+    """Inverse dynamics of one state by the native kernel: ``q (nq,)``, ``qd, qdd (nv,)`` ->
+    ``tau (nv,)``; ``None`` where it does not apply (`supported`)."""
+    if not supported(model, q, f_ext):
+        return None
+    kind, parent, qi, bias_to, E, r, I = _buffers(model)
+    return _call("jaxrbd_rnea", model, (model.nv,), q.dtype)(
+        kind, parent, qi, bias_to, E, r, I, model.axes, model.armature, model.gravity,
+        q, qd, qdd)
+
+
+def crba(model, q):
+    """The mass matrix ``H + diag(armature)`` of one state by the native kernel:
+    ``q (nq,)`` -> ``(nv, nv)``; ``None`` where it does not apply (`supported`)."""
+    if not supported(model, q):
+        return None
+    kind, parent, qi, _, E, r, I = _buffers(model)
+    return _call("jaxrbd_crba", model, (model.nv, model.nv), q.dtype)(
+        kind, parent, qi, E, r, I, model.axes, model.armature, q)

@@ -1,0 +1,148 @@
+"""``traversal="kernel"``: one state's forward and inverse dynamics and mass matrix as one
+compiled C++ kernel (`jaxrbd._core.ffi`), held to the XLA programs.
+
+The kernels are built at first use with the host's C++ compiler; without one these tests
+skip (and `KernelBuildError` names what is missing).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import ZOO, assert_allclose, random_tree
+
+import jaxrbd
+from jaxrbd._core import ffi
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from _common import count_kernels  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    try:
+        ffi.library()
+    except ffi.KernelBuildError as e:
+        pytest.skip(f"the native kernels cannot be built here: {e}")
+
+
+def _every_native_kind():
+    """Every joint kind the kernels take, in a branching tree, with armature."""
+    m = random_tree(
+        7, 9,
+        kinds=["free", "revolute", "prismatic", "helical", "spherical", "fixed",
+               "translation_xyz", "revolute", "revolute"],
+        parents=[0, 1, 2, 1, 4, 5, 6, 3, 8])
+    arm = jnp.asarray(np.random.default_rng(1).uniform(0.0, 0.2, m.nv))
+    return eqx.tree_at(lambda m: m.armature, m, arm)
+
+
+@pytest.fixture(scope="module", params=["kinds", "talos"])
+def model(request):
+    if request.param == "kinds":
+        return _every_native_kind()
+    return jaxrbd.load_urdf(DATA / "talos.urdf", floating_base=True)
+
+
+def _state(model, seed=0):
+    q = jaxrbd.random_configuration(model, jax.random.key(seed))
+    rng = np.random.default_rng(seed)
+    return (q,) + tuple(jnp.asarray(rng.standard_normal(model.nv)) for _ in range(2))
+
+
+CALLS = {
+    "forward_dynamics": lambda m, q, qd, x: jaxrbd.forward_dynamics(m, q, qd, x),
+    "inverse_dynamics": lambda m, q, qd, x: jaxrbd.inverse_dynamics(m, q, qd, x),
+    "mass_matrix": lambda m, q, qd, x: jaxrbd.mass_matrix(m, q),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_kernel_equals_the_xla_program(model, name):
+    mk = model.with_traversal("kernel")
+    assert ffi.supported(mk, _state(model)[0])
+    f = CALLS[name]
+    kernel = jax.jit(lambda *a: f(mk, *a))
+    xla = jax.jit(lambda *a: f(model, *a))
+    for seed in range(3):
+        s = _state(model, seed)
+        assert_allclose(kernel(*s), xla(*s), rtol=1e-11, atol=1e-11, name=name)
+    # one custom call is the whole program, less a few copies of the model's tables
+    text = kernel.lower(*_state(model)).compile().as_text()
+    assert "custom-call" in text and count_kernels(text) <= 8, count_kernels(text)
+
+
+def test_model_as_argument_batches_and_gradients(model):
+    mk = model.with_traversal("kernel")
+    q, qd, tau = _state(model)
+    fd = jax.jit(jaxrbd.forward_dynamics)
+    assert_allclose(fd(mk, q, qd, tau), fd(model, q, qd, tau), rtol=1e-11, atol=1e-11)
+    # a batch runs the batched XLA program, and agrees with the kernel state by state
+    Q = jnp.stack([q, _state(model, 1)[0]])
+    batch = jax.jit(jax.vmap(lambda q: jaxrbd.forward_dynamics(mk, q, qd, tau)))(Q)
+    assert_allclose(batch[1], fd(mk, Q[1], qd, tau), rtol=1e-11, atol=1e-11)
+
+    # derivatives differentiate the XLA program: the same numbers as without the kernel
+    def loss(m, q, qd, tau):
+        return jnp.sum(jaxrbd.forward_dynamics(m, q, qd, tau) ** 2)
+
+    g = jax.jit(jax.grad(loss, argnums=(0, 2, 3)))
+    gk, ga = g(mk, q, qd, tau), g(model, q, qd, tau)
+    for a, b in zip(jax.tree_util.tree_leaves(gk), jax.tree_util.tree_leaves(ga)):
+        assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_rollout_steps_run_the_kernel():
+    model = _every_native_kind()
+    mk = model.with_traversal("kernel")
+    q0, qd0, _ = _state(model)
+    tau = jnp.zeros((50, model.nv))
+
+    def run(m):
+        return jax.jit(lambda q0, qd0, tau: jaxrbd.rollout(
+            m, q0, qd0, tau, 1e-3, "semi_implicit_euler"))
+
+    qs_k, vs_k = run(mk)(q0, qd0, tau)
+    qs_a, vs_a = run(model)(q0, qd0, tau)
+    assert_allclose(qs_k, qs_a, rtol=1e-11, atol=1e-11)
+    assert_allclose(vs_k, vs_a, rtol=1e-11, atol=1e-11)
+    assert "custom-call" in run(mk).lower(q0, qd0, tau).compile().as_text()
+
+
+def test_what_the_kernels_do_not_cover_runs_the_xla_program():
+    # Euler joints (their S depends on q), float32 and external forces
+    mixed = ZOO["mixed"]
+    q, qd, tau = _state(mixed)
+    fd = jax.jit(jaxrbd.forward_dynamics)
+    mk = mixed.with_traversal("kernel")
+    assert not ffi.supported(mk, q)
+    assert "custom-call" not in fd.lower(mk, q, qd, tau).compile().as_text()
+    assert_allclose(fd(mk, q, qd, tau), fd(mixed, q, qd, tau), rtol=1e-12, atol=1e-12)
+    model = _every_native_kind().with_traversal("kernel")
+    q, qd, tau = _state(model)
+    assert not ffi.supported(model, q.astype(jnp.float32))
+    f_ext = jnp.ones((model.nbodies, 6))
+    assert not ffi.supported(model, q, f_ext)
+    with_f = jax.jit(lambda m: jaxrbd.forward_dynamics(m, q, qd, tau, f_ext=f_ext))
+    assert_allclose(with_f(model), with_f(model.with_traversal("auto")), rtol=1e-12,
+                    atol=1e-12)
+
+
+def test_no_compiler_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("CXX", "")
+    monkeypatch.setattr(ffi.shutil, "which", lambda name: None)
+    with pytest.raises(ffi.KernelBuildError, match="no C\\+\\+ compiler"):
+        ffi._compiler()
+
+
+def test_unknown_traversal_names_the_choices():
+    with pytest.raises(ValueError, match="'kernel'"):
+        jaxrbd.models.triple_pendulum().with_traversal("native")
