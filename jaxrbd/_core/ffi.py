@@ -40,7 +40,6 @@ import jaxlib
 import numpy as np
 
 from .backend import on_cpu
-from .jcalc import node_inertias, node_Xtree
 from .topology import topology
 
 __all__ = ["NODE_KINDS", "KernelBuildError", "aba", "crba", "library", "node_tables", "rnea",
@@ -122,13 +121,15 @@ def _tables(t):
         qi[nodes] = qs
         for k in range(1, ndof):
             kind[nodes + k] = NODE_KINDS["inner"]
-    parent = np.maximum(np.asarray(t.node_parent), 0).astype(np.int32)
-    return kind, parent, qi, np.asarray(t.bias_target, np.int32)
+    parent = np.maximum(np.asarray(t.node_parent), 0)
+    tables = (kind, parent, qi, t.bias_target, t.first_body, t.body_node, t.fixed)
+    return tuple(np.asarray(x, np.int32) for x in tables)
 
 
 def node_tables(model):
-    """``(kind, parent, qi, bias_to)``, ``(nn,)`` int32 each, as ``ffi_kernels.cc`` reads
-    the tree; ``None`` when a joint has no native kernel (custom or Euler joints)."""
+    """``(kind, parent, qi, bias_to, first_body, body_node, fixed)``, int32, as
+    ``ffi_kernels.cc`` reads the tree (its header); ``None`` when a joint has no native
+    kernel (custom or Euler joints)."""
     return _tables(topology(model))
 
 
@@ -140,18 +141,15 @@ def supported(model, q, f_ext=None) -> bool:
 
 
 def _buffers(model):
-    """The model's arrays as the kernels read them (``ffi_kernels.cc``'s header)."""
+    """The model as the kernels read it (``ffi_kernels.cc``'s ``MODEL_ARGS``): its index
+    tables and its leaves as they are, so that a call is the custom call alone."""
     library()
-    kind, parent, qi, bias_to = (jnp.asarray(x) for x in node_tables(model))
-    # a model closed over by jit has concrete leaves: its node tables are then computed
-    # once while tracing, not by kernels of every call
-    with jax.ensure_compile_time_eval():
-        E, r = node_Xtree(model)
-        I = node_inertias(model)
-    return kind, parent, qi, bias_to, E[..., 0], r[..., 0], I[..., 0]
+    return tuple(jnp.asarray(x) for x in node_tables(model)) + (
+        model.Xtree_E, model.Xtree_r, model.inertia, model.axes, model.armature,
+        model.gravity)
 
 
-def _call(name, model, shape, dtype):
+def _call(name, shape, dtype):
     # a batch of states never reaches here (`native_vmap` takes the XLA path under vmap);
     # "sequential" keeps a vmap over models correct all the same
     return jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(shape, dtype), vmap_method="sequential")
@@ -163,10 +161,7 @@ def aba(model, q, qd, tau, f_ext=None):
     the XLA program."""
     if not supported(model, q, f_ext):
         return None
-    kind, parent, qi, bias_to, E, r, I = _buffers(model)
-    return _call("jaxrbd_aba", model, (model.nv,), q.dtype)(
-        kind, parent, qi, bias_to, E, r, I, model.axes, model.armature, model.gravity,
-        q, qd, tau)
+    return _call("jaxrbd_aba", (model.nv,), q.dtype)(*_buffers(model), q, qd, tau)
 
 
 def rnea(model, q, qd, qdd, f_ext=None):
@@ -174,10 +169,7 @@ def rnea(model, q, qd, qdd, f_ext=None):
     ``tau (nv,)``; ``None`` where it does not apply (`supported`)."""
     if not supported(model, q, f_ext):
         return None
-    kind, parent, qi, bias_to, E, r, I = _buffers(model)
-    return _call("jaxrbd_rnea", model, (model.nv,), q.dtype)(
-        kind, parent, qi, bias_to, E, r, I, model.axes, model.armature, model.gravity,
-        q, qd, qdd)
+    return _call("jaxrbd_rnea", (model.nv,), q.dtype)(*_buffers(model), q, qd, qdd)
 
 
 def crba(model, q):
@@ -185,6 +177,4 @@ def crba(model, q):
     ``q (nq,)`` -> ``(nv, nv)``; ``None`` where it does not apply (`supported`)."""
     if not supported(model, q):
         return None
-    kind, parent, qi, _, E, r, I = _buffers(model)
-    return _call("jaxrbd_crba", model, (model.nv, model.nv), q.dtype)(
-        kind, parent, qi, E, r, I, model.axes, model.armature, q)
+    return _call("jaxrbd_crba", (model.nv, model.nv), q.dtype)(*_buffers(model), q)

@@ -2,11 +2,13 @@
 //
 // The model arrives as jaxrbd's one-DoF nodes (RBDL's emulation of multi-DoF joints): node
 // k >= 1 has parent node parent[k] (0 is the world), a joint kind kind[k], the index
-// qi[k] of its first coordinate, the node bias_to[k] whose joint velocity it adds to, a
-// tree placement X(E, r), a rigid-body inertia [m, m c, Ixx, Ixy, Iyy, Ixz, Iyz, Izz] about
-// its origin and a motion-subspace column S = [w; v]. Spatial vectors are [angular; linear]
-// (Featherstone 2008). These kernels mirror jaxrbd._core.jcalc and jaxrbd._aba; the tests
-// hold them to the XLA programs.
+// qi[k] of its first coordinate, the node bias_to[k] whose joint velocity it adds to, the
+// body first_body[k] whose tree placement X(E, r) it carries (-1: none, X = 1) and a
+// motion-subspace column S = [w; v]. Body b's rigid-body inertia [m, m c, Ixx, Ixy, Iyy,
+// Ixz, Iyz, Izz] about its origin goes to node body_node[b], moved by the body's own
+// placement X(E_b, r_b) when a fixed joint welds it there (fixed[b]). Spatial vectors are
+// [angular; linear] (Featherstone 2008). These kernels mirror jaxrbd._core.jcalc and the
+// algorithms' XLA programs; the tests hold them to those.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -137,62 +139,131 @@ void inertia6(const double* I, Mat6& A) {
     }
 }
 
-// Xup = X_J Xtree of node k, from the model buffers.
-void node_transform(int k, const int32_t* kind, const int32_t* qi, const double* Et,
-                    const double* rt, const double* axes, const double* q, Mat6& X) {
+// X^T A X for 6x6 matrices, added to Out.
+void add_congruence(const Mat6& X, const Mat6& A, Mat6& Out) {
+  Mat6 T;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) {
+      double s = 0;
+      for (int l = 0; l < 6; ++l) s += A.m[i][l] * X.m[l][j];
+      T.m[i][j] = s;
+    }
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) {
+      double s = 0;
+      for (int l = 0; l < 6; ++l) s += X.m[l][i] * T.m[l][j];
+      Out.m[i][j] += s;
+    }
+}
+
+// The model's buffers, and the node inertias they give (fixed bodies merged).
+struct Tree {
+  int nn;
+  const int32_t *kind, *parent, *qi, *bias_to, *first_body;
+  const double *E, *r, *axes;
+  std::vector<Mat6> I;
+};
+
+Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
+               ffi::Buffer<ffi::S32> qi, ffi::Buffer<ffi::S32> bias_to,
+               ffi::Buffer<ffi::S32> first_body, ffi::Buffer<ffi::S32> body_node,
+               ffi::Buffer<ffi::S32> fixed, ffi::Buffer<ffi::F64> E, ffi::Buffer<ffi::F64> r,
+               ffi::Buffer<ffi::F64> inertia, ffi::Buffer<ffi::F64> axes) {
+  Tree t;
+  t.nn = static_cast<int>(parent.element_count());
+  t.kind = kind.typed_data(); t.parent = parent.typed_data(); t.qi = qi.typed_data();
+  t.bias_to = bias_to.typed_data(); t.first_body = first_body.typed_data();
+  t.E = E.typed_data(); t.r = r.typed_data(); t.axes = axes.typed_data();
+  t.I.assign(t.nn, Mat6{});
+  const int nb = static_cast<int>(body_node.element_count());
+  const int32_t* bn = body_node.typed_data();
+  const int32_t* fx = fixed.typed_data();
+  for (int b = 1; b < nb; ++b) {
+    if (bn[b] == 0) continue;  // welded to the world: never moves
+    Mat6 Ib;
+    inertia6(inertia.typed_data() + 10 * b, Ib);
+    if (fx[b]) {
+      double Eb[3][3];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) Eb[i][j] = t.E[9 * b + 3 * i + j];
+      Mat6 X;
+      plucker(Eb, t.r + 3 * b, X);
+      add_congruence(X, Ib, t.I[bn[b]]);
+    } else {
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) t.I[bn[b]].m[i][j] += Ib.m[i][j];
+    }
+  }
+  return t;
+}
+
+// Xup = X_J Xtree of node k.
+void node_transform(const Tree& t, int k, const double* q, Mat6& X) {
   double EJ[3][3], rJ[3], E[3][3], r[3];
-  joint_transform(kind[k], axes + 6 * (k - 1), q + qi[k], EJ, rJ);
+  joint_transform(t.kind[k], t.axes + 6 * (k - 1), q + t.qi[k], EJ, rJ);
+  const int b = t.first_body[k];
+  if (b < 0) {
+    plucker(EJ, rJ, X);
+    return;
+  }
   // X(EJ, rJ) X(E2, r2) = X(EJ E2, r2 + E2^T rJ)
-  const double* E2 = Et + 9 * k;
+  const double* E2 = t.E + 9 * b;
   for (int i = 0; i < 3; ++i) {
     for (int j = 0; j < 3; ++j)
       E[i][j] = EJ[i][0] * E2[j] + EJ[i][1] * E2[3 + j] + EJ[i][2] * E2[6 + j];
-    r[i] = rt[3 * k + i] + E2[i] * rJ[0] + E2[3 + i] * rJ[1] + E2[6 + i] * rJ[2];
+    r[i] = t.r[3 * b + i] + E2[i] * rJ[0] + E2[3 + i] * rJ[1] + E2[6 + i] * rJ[2];
   }
   plucker(E, r, X);
 }
 
-// Forward dynamics, Featherstone (2008) Table 7.1, with the armature on D.
-ffi::Error Aba(ffi::Buffer<ffi::S32> kind_b, ffi::Buffer<ffi::S32> parent_b,
-               ffi::Buffer<ffi::S32> qi_b, ffi::Buffer<ffi::S32> bias_b,
-               ffi::Buffer<ffi::F64> Etree, ffi::Buffer<ffi::F64> rtree,
-               ffi::Buffer<ffi::F64> inertia, ffi::Buffer<ffi::F64> axes_b,
-               ffi::Buffer<ffi::F64> armature, ffi::Buffer<ffi::F64> gravity,
-               ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b, ffi::Buffer<ffi::F64> tau_b,
-               ffi::ResultBuffer<ffi::F64> qdd_b) {
-  const int nn = static_cast<int>(parent_b.element_count());
-  const int32_t* kind = kind_b.typed_data();
-  const int32_t* parent = parent_b.typed_data();
-  const int32_t* qi = qi_b.typed_data();
-  const int32_t* bias_to = bias_b.typed_data();
-  const double* axes = axes_b.typed_data();
-  const double* q = q_b.typed_data();
-  const double* qd = qd_b.typed_data();
-  const double* tau = tau_b.typed_data();
-  const double* arm = armature.typed_data();
-  const double* g = gravity.typed_data();
-  std::vector<Mat6> Xup(nn), IA(nn);
-  std::vector<double> v(6 * nn, 0.0), vJc(6 * nn, 0.0), c(6 * nn, 0.0), pA(6 * nn, 0.0),
-      U(6 * nn, 0.0), D(nn, 1.0), u(nn, 0.0), a(6 * nn, 0.0);
-  for (int k = 1; k < nn; ++k) {
-    const double* S = axes + 6 * (k - 1);
-    node_transform(k, kind, qi, Etree.typed_data(), rtree.typed_data(), axes, q, Xup[k]);
+// The model's buffers, the same for every kernel (ffi.py: _buffers).
+#define MODEL_ARGS                                                                          \
+  ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent, ffi::Buffer<ffi::S32> qi,      \
+      ffi::Buffer<ffi::S32> bias_to, ffi::Buffer<ffi::S32> first_body,                     \
+      ffi::Buffer<ffi::S32> body_node, ffi::Buffer<ffi::S32> fixed,                        \
+      ffi::Buffer<ffi::F64> Xtree_E, ffi::Buffer<ffi::F64> Xtree_r,                        \
+      ffi::Buffer<ffi::F64> inertia, ffi::Buffer<ffi::F64> axes,                           \
+      ffi::Buffer<ffi::F64> armature_b, ffi::Buffer<ffi::F64> gravity_b
+#define MODEL_TREE \
+  make_tree(kind, parent, qi, bias_to, first_body, body_node, fixed, Xtree_E, Xtree_r, inertia, axes)
+
+// Velocities v, the joint velocities vJc each joint's last node collects, and Xup.
+void velocities(const Tree& t, const double* q, const double* qd, std::vector<Mat6>& Xup,
+                std::vector<double>& v, std::vector<double>& vJc) {
+  for (int k = 1; k < t.nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
+    node_transform(t, k, q, Xup[k]);
     double vp[6];
-    mv(Xup[k], &v[6 * parent[k]], vp);
+    mv(Xup[k], &v[6 * t.parent[k]], vp);
     for (int i = 0; i < 6; ++i) {
       const double vJ = S[i] * qd[k - 1];
       v[6 * k + i] = vp[i] + vJ;
-      vJc[6 * bias_to[k] + i] += vJ;
+      vJc[6 * t.bias_to[k] + i] += vJ;
     }
-    inertia6(inertia.typed_data() + 10 * k, IA[k]);
+  }
+}
+
+// Forward dynamics, Featherstone (2008) Table 7.1, with the armature on D.
+ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+               ffi::Buffer<ffi::F64> tau_b, ffi::ResultBuffer<ffi::F64> qdd_b) {
+  Tree t = MODEL_TREE;
+  const int nn = t.nn;
+  const double* tau = tau_b.typed_data();
+  const double* arm = armature_b.typed_data();
+  const double* g = gravity_b.typed_data();
+  std::vector<Mat6> Xup(nn);
+  std::vector<Mat6>& IA = t.I;  // articulated inertias start as the rigid ones
+  std::vector<double> v(6 * nn, 0.0), vJc(6 * nn, 0.0), c(6 * nn, 0.0), pA(6 * nn, 0.0),
+      U(6 * nn, 0.0), D(nn, 1.0), u(nn, 0.0), a(6 * nn, 0.0);
+  velocities(t, q_b.typed_data(), qd_b.typed_data(), Xup, v, vJc);
+  for (int k = 1; k < nn; ++k) {
     double Iv[6];
     mv(IA[k], &v[6 * k], Iv);
     cross_force(&v[6 * k], Iv, &pA[6 * k]);
+    cross_motion(&v[6 * k], &vJc[6 * k], &c[6 * k]);
   }
-  // a joint's velocity is complete once its last node is reached: the bias terms after
-  for (int k = 1; k < nn; ++k) cross_motion(&v[6 * k], &vJc[6 * k], &c[6 * k]);
   for (int k = nn - 1; k >= 1; --k) {
-    const double* S = axes + 6 * (k - 1);
+    const double* S = t.axes + 6 * (k - 1);
     double* Uk = &U[6 * k];
     mv(IA[k], S, Uk);
     double d = arm[k - 1], sp = 0;
@@ -202,37 +273,25 @@ ffi::Error Aba(ffi::Buffer<ffi::S32> kind_b, ffi::Buffer<ffi::S32> parent_b,
     }
     D[k] = d;
     u[k] = tau[k - 1] - sp;
-    const int p = parent[k];
+    const int p = t.parent[k];
     if (p == 0) continue;  // the world's articulated inertia is never read
-    Mat6 Ia, T;
+    Mat6 Ia;
     double pa[6], Iac[6], f[6];
     for (int i = 0; i < 6; ++i)
       for (int j = 0; j < 6; ++j) Ia.m[i][j] = IA[k].m[i][j] - Uk[i] * Uk[j] / d;
     mv(Ia, &c[6 * k], Iac);
     for (int i = 0; i < 6; ++i) pa[i] = pA[6 * k + i] + Iac[i] + Uk[i] * u[k] / d;
-    const Mat6& X = Xup[k];
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) {
-        double s = 0;
-        for (int l = 0; l < 6; ++l) s += Ia.m[i][l] * X.m[l][j];
-        T.m[i][j] = s;
-      }
-    for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) {
-        double s = 0;
-        for (int l = 0; l < 6; ++l) s += X.m[l][i] * T.m[l][j];
-        IA[p].m[i][j] += s;
-      }
-    mtv(X, pa, f);
+    add_congruence(Xup[k], Ia, IA[p]);
+    mtv(Xup[k], pa, f);
     for (int i = 0; i < 6; ++i) pA[6 * p + i] += f[i];
   }
   // the world accelerates at -g: gravity without a force on every body
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
   double* qdd = qdd_b->typed_data();
   for (int k = 1; k < nn; ++k) {
-    const double* S = axes + 6 * (k - 1);
+    const double* S = t.axes + 6 * (k - 1);
     double ap[6], Ua = 0;
-    mv(Xup[k], &a[6 * parent[k]], ap);
+    mv(Xup[k], &a[6 * t.parent[k]], ap);
     for (int i = 0; i < 6; ++i) {
       ap[i] += c[6 * k + i];
       Ua += U[6 * k + i] * ap[i];
@@ -244,120 +303,70 @@ ffi::Error Aba(ffi::Buffer<ffi::S32> kind_b, ffi::Buffer<ffi::S32> parent_b,
   return ffi::Error::Success();
 }
 
-
-// Xup of every node (world row unused).
-void transforms(int nn, const int32_t* kind, const int32_t* qi, const double* Et,
-                const double* rt, const double* axes, const double* q, std::vector<Mat6>& Xup) {
-  for (int k = 1; k < nn; ++k) node_transform(k, kind, qi, Et, rt, axes, q, Xup[k]);
-}
-
 // Inverse dynamics, Featherstone (2008) Table 5.1, with the armature's torque arm qdd.
-ffi::Error Rnea(ffi::Buffer<ffi::S32> kind_b, ffi::Buffer<ffi::S32> parent_b,
-                ffi::Buffer<ffi::S32> qi_b, ffi::Buffer<ffi::S32> bias_b,
-                ffi::Buffer<ffi::F64> Etree, ffi::Buffer<ffi::F64> rtree,
-                ffi::Buffer<ffi::F64> inertia, ffi::Buffer<ffi::F64> axes_b,
-                ffi::Buffer<ffi::F64> armature, ffi::Buffer<ffi::F64> gravity,
-                ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
                 ffi::Buffer<ffi::F64> qdd_b, ffi::ResultBuffer<ffi::F64> tau_b) {
-  const int nn = static_cast<int>(parent_b.element_count());
-  const int32_t* parent = parent_b.typed_data();
-  const int32_t* bias_to = bias_b.typed_data();
-  const double* axes = axes_b.typed_data();
-  const double* qd = qd_b.typed_data();
+  Tree t = MODEL_TREE;
+  const int nn = t.nn;
   const double* qdd = qdd_b.typed_data();
-  const double* arm = armature.typed_data();
-  const double* g = gravity.typed_data();
+  const double* arm = armature_b.typed_data();
+  const double* g = gravity_b.typed_data();
   std::vector<Mat6> Xup(nn);
-  transforms(nn, kind_b.typed_data(), qi_b.typed_data(), Etree.typed_data(),
-             rtree.typed_data(), axes, q_b.typed_data(), Xup);
   std::vector<double> v(6 * nn, 0.0), vJc(6 * nn, 0.0), a(6 * nn, 0.0), f(6 * nn, 0.0);
-  for (int k = 1; k < nn; ++k) {
-    const double* S = axes + 6 * (k - 1);
-    double vp[6];
-    mv(Xup[k], &v[6 * parent[k]], vp);
-    for (int i = 0; i < 6; ++i) {
-      const double vJ = S[i] * qd[k - 1];
-      v[6 * k + i] = vp[i] + vJ;
-      vJc[6 * bias_to[k] + i] += vJ;
-    }
-  }
+  velocities(t, q_b.typed_data(), qd_b.typed_data(), Xup, v, vJc);
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
   for (int k = 1; k < nn; ++k) {
-    const double* S = axes + 6 * (k - 1);
+    const double* S = t.axes + 6 * (k - 1);
     double ap[6], c[6], Iv[6], Ia[6], vIv[6];
-    mv(Xup[k], &a[6 * parent[k]], ap);
+    mv(Xup[k], &a[6 * t.parent[k]], ap);
     cross_motion(&v[6 * k], &vJc[6 * k], c);
     for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * qdd[k - 1] + c[i];
-    Mat6 I;
-    inertia6(inertia.typed_data() + 10 * k, I);
-    mv(I, &a[6 * k], Ia);
-    mv(I, &v[6 * k], Iv);
+    mv(t.I[k], &a[6 * k], Ia);
+    mv(t.I[k], &v[6 * k], Iv);
     cross_force(&v[6 * k], Iv, vIv);
     for (int i = 0; i < 6; ++i) f[6 * k + i] = Ia[i] + vIv[i];
   }
   double* tau = tau_b->typed_data();
   for (int k = nn - 1; k >= 1; --k) {
-    const double* S = axes + 6 * (k - 1);
-    double t = arm[k - 1] * qdd[k - 1];
-    for (int i = 0; i < 6; ++i) t += S[i] * f[6 * k + i];
-    tau[k - 1] = t;
-    if (parent[k] == 0) continue;
+    const double* S = t.axes + 6 * (k - 1);
+    double x = arm[k - 1] * qdd[k - 1];
+    for (int i = 0; i < 6; ++i) x += S[i] * f[6 * k + i];
+    tau[k - 1] = x;
+    if (t.parent[k] == 0) continue;
     double fp[6];
     mtv(Xup[k], &f[6 * k], fp);
-    for (int i = 0; i < 6; ++i) f[6 * parent[k] + i] += fp[i];
+    for (int i = 0; i < 6; ++i) f[6 * t.parent[k] + i] += fp[i];
   }
   return ffi::Error::Success();
 }
 
 // The joint-space inertia matrix H + diag(armature), Featherstone (2008) Table 6.2.
-ffi::Error Crba(ffi::Buffer<ffi::S32> kind_b, ffi::Buffer<ffi::S32> parent_b,
-                ffi::Buffer<ffi::S32> qi_b, ffi::Buffer<ffi::F64> Etree,
-                ffi::Buffer<ffi::F64> rtree, ffi::Buffer<ffi::F64> inertia,
-                ffi::Buffer<ffi::F64> axes_b, ffi::Buffer<ffi::F64> armature,
-                ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F64> H_b) {
-  const int nn = static_cast<int>(parent_b.element_count());
-  const int nv = nn - 1;
-  const int32_t* parent = parent_b.typed_data();
-  const double* axes = axes_b.typed_data();
-  std::vector<Mat6> Xup(nn), Ic(nn);
-  transforms(nn, kind_b.typed_data(), qi_b.typed_data(), Etree.typed_data(),
-             rtree.typed_data(), axes, q_b.typed_data(), Xup);
-  for (int k = 1; k < nn; ++k) inertia6(inertia.typed_data() + 10 * k, Ic[k]);
+ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F64> H_b) {
+  Tree t = MODEL_TREE;
+  const int nn = t.nn, nv = nn - 1;
+  const double* arm = armature_b.typed_data();
+  std::vector<Mat6> Xup(nn);
+  std::vector<Mat6>& Ic = t.I;  // composite inertias start as the rigid ones
+  for (int k = 1; k < nn; ++k) node_transform(t, k, q_b.typed_data(), Xup[k]);
+  for (int k = nn - 1; k >= 1; --k)
+    if (t.parent[k] != 0) add_congruence(Xup[k], Ic[k], Ic[t.parent[k]]);
   double* H = H_b->typed_data();
   for (int i = 0; i < nv * nv; ++i) H[i] = 0;
-  for (int k = nn - 1; k >= 1; --k) {
-    const int p = parent[k];
-    if (p != 0) {
-      Mat6 T;
-      const Mat6& X = Xup[k];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) {
-          double s = 0;
-          for (int l = 0; l < 6; ++l) s += Ic[k].m[i][l] * X.m[l][j];
-          T.m[i][j] = s;
-        }
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) {
-          double s = 0;
-          for (int l = 0; l < 6; ++l) s += X.m[l][i] * T.m[l][j];
-          Ic[p].m[i][j] += s;
-        }
-    }
-  }
   for (int k = 1; k < nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
     double F[6], Fp[6];
-    mv(Ic[k], axes + 6 * (k - 1), F);
-    double h = armature.typed_data()[k - 1];
-    for (int i = 0; i < 6; ++i) h += axes[6 * (k - 1) + i] * F[i];
+    mv(Ic[k], S, F);
+    double h = arm[k - 1];
+    for (int i = 0; i < 6; ++i) h += S[i] * F[i];
     H[(k - 1) * nv + (k - 1)] = h;
-    for (int j = k; parent[j] != 0; j = parent[j]) {
+    for (int j = k; t.parent[j] != 0; j = t.parent[j]) {
       mtv(Xup[j], F, Fp);
       for (int i = 0; i < 6; ++i) F[i] = Fp[i];
-      const int pj = parent[j];
-      double s = 0;
-      for (int i = 0; i < 6; ++i) s += axes[6 * (pj - 1) + i] * F[i];
-      H[(k - 1) * nv + (pj - 1)] = s;
-      H[(pj - 1) * nv + (k - 1)] = s;
+      const int pj = t.parent[j];
+      double x = 0;
+      for (int i = 0; i < 6; ++i) x += t.axes[6 * (pj - 1) + i] * F[i];
+      H[(k - 1) * nv + (pj - 1)] = x;
+      H[(pj - 1) * nv + (k - 1)] = x;
     }
   }
   return ffi::Error::Success();
@@ -365,49 +374,37 @@ ffi::Error Crba(ffi::Buffer<ffi::S32> kind_b, ffi::Buffer<ffi::S32> parent_b,
 
 }  // namespace
 
+// The model's buffers in a binding (the order of MODEL_ARGS).
+#define BIND_MODEL(b)                                                                     \
+  b.Arg<ffi::Buffer<ffi::S32>>()       /* kind */                                         \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* parent */                                       \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* qi */                                           \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* bias_to */                                      \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* first_body */                                   \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* body_node */                                    \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* fixed */                                        \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* Xtree_E */                                      \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* Xtree_r */                                      \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* inertia */                                      \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* axes */                                         \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* armature */                                     \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* gravity */
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdAba, Aba,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // kind
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // parent
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // qi
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // bias_to
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // Xtree E
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // Xtree r
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // inertia
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // axes
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // armature
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // gravity
+                              BIND_MODEL(ffi::Ffi::Bind())
                                   .Arg<ffi::Buffer<ffi::F64>>()  // q
                                   .Arg<ffi::Buffer<ffi::F64>>()  // qd
                                   .Arg<ffi::Buffer<ffi::F64>>()  // tau
                                   .Ret<ffi::Buffer<ffi::F64>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRnea, Rnea,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // kind
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // parent
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // qi
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // bias_to
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // Xtree E
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // Xtree r
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // inertia
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // axes
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // armature
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // gravity
+                              BIND_MODEL(ffi::Ffi::Bind())
                                   .Arg<ffi::Buffer<ffi::F64>>()  // q
                                   .Arg<ffi::Buffer<ffi::F64>>()  // qd
                                   .Arg<ffi::Buffer<ffi::F64>>()  // qdd
                                   .Ret<ffi::Buffer<ffi::F64>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdCrba, Crba,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // kind
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // parent
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // qi
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // Xtree E
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // Xtree r
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // inertia
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // axes
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // armature
+                              BIND_MODEL(ffi::Ffi::Bind())
                                   .Arg<ffi::Buffer<ffi::F64>>()  // q
                                   .Ret<ffi::Buffer<ffi::F64>>());
