@@ -18,9 +18,10 @@ What runs natively, and what does not:
   Euler and custom joints.
 
 The C++ source is compiled at first use with the host's C++ compiler (``$CXX``, else
-``c++``, ``g++`` or ``clang++``) against the FFI headers that ship with jaxlib, and cached
-under ``$JAXRBD_CACHE`` (default ``~/.cache/jaxrbd``) by a hash of the source, the
-compiler and jaxlib's version; building it without a compiler raises `KernelBuildError`.
+``c++``, ``g++`` or ``clang++``) against the FFI headers that ship with jaxlib, for the
+host's vector unit, and cached under ``$JAXRBD_CACHE`` (default ``~/.cache/jaxrbd``) by a
+hash of the source, the compiler, jaxlib's version and the host CPU; building it without
+a compiler raises `KernelBuildError`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import functools
 import hashlib
 import os
 import pathlib
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -56,8 +58,10 @@ NODE_KINDS = {"world": 0, "screw": 1, "free": 2, "spherical": 3, "inner": 4,
 TARGETS = (("jaxrbd_aba", "JaxrbdAba"), ("jaxrbd_rnea", "JaxrbdRnea"),
            ("jaxrbd_crba", "JaxrbdCrba"))
 
-#: flags of the build; the hash of the cached library includes them
-CXXFLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-w")
+#: flags of the build; the hash of the cached library includes them and, for
+#: ``-march=native``, the host CPU's features (`_cpu_features`), so that one cache
+#: directory shared by hosts of different CPUs holds one library for each
+CXXFLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-w")
 
 
 class KernelBuildError(RuntimeError):
@@ -73,6 +77,17 @@ def _compiler() -> str:
         "(set $CXX or install g++ or clang++); the other traversals need none")
 
 
+def _cpu_features() -> bytes:
+    """What ``-march=native`` compiles for: the CPU's model and feature flags."""
+    try:
+        info = pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor().encode() + platform.machine().encode()
+    keep = [line for line in info.splitlines()
+            if line.startswith(("flags", "model name", "Features", "CPU part"))]
+    return "\n".join(sorted(set(keep))).encode()
+
+
 @functools.cache
 def library() -> ctypes.CDLL:
     """Build (once per source, compiler and jaxlib version) and load the kernels, and
@@ -81,7 +96,8 @@ def library() -> ctypes.CDLL:
     source = SOURCE.read_bytes()
     # jaxlib's version keys the cache: the FFI headers come with it
     key = hashlib.sha256(b"\0".join([source, cxx.encode(), jaxlib.__version__.encode(),
-                                     " ".join(CXXFLAGS).encode()])).hexdigest()[:16]
+                                     " ".join(CXXFLAGS).encode(), _cpu_features()]))
+    key = key.hexdigest()[:16]
     root = pathlib.Path(os.environ.get("JAXRBD_CACHE", pathlib.Path.home() / ".cache" / "jaxrbd"))
     path = root / "kernels" / f"jaxrbd_kernels_{key}.so"
     if not path.exists():

@@ -26,6 +26,82 @@ struct Mat6 {
   double m[6][6];
 };
 
+// The Pluecker transform X(E, r) = [E 0; -E r^ E], kept as its rotation and translation.
+struct Xf {
+  double E[3][3];
+  double r[3];
+};
+
+// X m = [E w; E (v - r x w)] for a motion vector m = [w; v].
+void apply(const Xf& X, const double* m, double* o) {
+  const double* r = X.r;
+  const double t[3] = {m[3] - (r[1] * m[2] - r[2] * m[1]), m[4] - (r[2] * m[0] - r[0] * m[2]),
+                       m[5] - (r[0] * m[1] - r[1] * m[0])};
+  for (int i = 0; i < 3; ++i) {
+    o[i] = X.E[i][0] * m[0] + X.E[i][1] * m[1] + X.E[i][2] * m[2];
+    o[i + 3] = X.E[i][0] * t[0] + X.E[i][1] * t[1] + X.E[i][2] * t[2];
+  }
+}
+
+// X^T f = [E^T n + r x E^T l; E^T l] for a force f = [n; l].
+void apply_T(const Xf& X, const double* f, double* o) {
+  double n[3], l[3];
+  for (int i = 0; i < 3; ++i) {
+    n[i] = X.E[0][i] * f[0] + X.E[1][i] * f[1] + X.E[2][i] * f[2];
+    l[i] = X.E[0][i] * f[3] + X.E[1][i] * f[4] + X.E[2][i] * f[5];
+  }
+  const double* r = X.r;
+  o[0] = n[0] + r[1] * l[2] - r[2] * l[1];
+  o[1] = n[1] + r[2] * l[0] - r[0] * l[2];
+  o[2] = n[2] + r[0] * l[1] - r[1] * l[0];
+  o[3] = l[0]; o[4] = l[1]; o[5] = l[2];
+}
+
+// Out += X^T [A B; B^T C] X for a symmetric 6x6 matrix (an inertia): rotate the blocks
+// (E^T . E), then shift by r: A - B R + R B^T - R C R, B + R C, C (R = r^).
+void add_congruence(const Xf& X, const Mat6& M, Mat6& Out) {
+  double A[3][3], B[3][3], C[3][3], T[3][3];
+  const double(*E)[3] = X.E;
+  auto rotate = [&](int i0, int j0, double O[3][3]) {
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        T[i][j] = M.m[i0 + i][j0] * E[0][j] + M.m[i0 + i][j0 + 1] * E[1][j] +
+                  M.m[i0 + i][j0 + 2] * E[2][j];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) O[i][j] = E[0][i] * T[0][j] + E[1][i] * T[1][j] + E[2][i] * T[2][j];
+  };
+  rotate(0, 0, A);
+  rotate(0, 3, B);
+  rotate(3, 3, C);
+  const double* r = X.r;
+  // R Y for R = r^: row i of R is the cross product with r
+  auto cross_left = [&](const double Y[3][3], double O[3][3]) {
+    for (int j = 0; j < 3; ++j) {
+      O[0][j] = r[1] * Y[2][j] - r[2] * Y[1][j];
+      O[1][j] = r[2] * Y[0][j] - r[0] * Y[2][j];
+      O[2][j] = r[0] * Y[1][j] - r[1] * Y[0][j];
+    }
+  };
+  double RC[3][3], RB[3][3], RCR[3][3];
+  cross_left(C, RC);   // R C
+  double Bt[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) Bt[i][j] = B[j][i];
+  cross_left(Bt, RB);  // R B^T; B R = -(R B^T)^T
+  // R C R = -(R (R C)^T)^T, and R C R is symmetric: R (R C)^T
+  double RCt[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) RCt[i][j] = RC[j][i];
+  cross_left(RCt, RCR);  // R (R C)^T = R C^T R^T = -R C R
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      Out.m[i][j] += A[i][j] + RB[j][i] + RB[i][j] + RCR[i][j];
+      Out.m[i][j + 3] += B[i][j] + RC[i][j];
+      Out.m[i + 3][j] += B[j][i] + RC[j][i];
+      Out.m[i + 3][j + 3] += C[i][j];
+    }
+}
+
 void skew(const double* a, double o[3][3]) {
   o[0][0] = 0; o[0][1] = -a[2]; o[0][2] = a[1];
   o[1][0] = a[2]; o[1][1] = 0; o[1][2] = -a[0];
@@ -79,30 +155,10 @@ void joint_transform(int32_t kind, const double* S, const double* q, double E[3]
     for (int j = 0; j < 3; ++j) E[i][j] = R[j][i];
 }
 
-// X(E, r) = [E 0; -E r^ E].
-void plucker(const double E[3][3], const double* r, Mat6& X) {
-  double rx[3][3];
-  skew(r, rx);
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) {
-      double s = 0;
-      for (int l = 0; l < 3; ++l) s += E[i][l] * rx[l][j];
-      X.m[i][j] = E[i][j]; X.m[i][j + 3] = 0; X.m[i + 3][j] = -s; X.m[i + 3][j + 3] = E[i][j];
-    }
-}
-
 void mv(const Mat6& A, const double* x, double* y) {
   for (int i = 0; i < 6; ++i) {
     double s = 0;
     for (int j = 0; j < 6; ++j) s += A.m[i][j] * x[j];
-    y[i] = s;
-  }
-}
-
-void mtv(const Mat6& A, const double* x, double* y) {
-  for (int i = 0; i < 6; ++i) {
-    double s = 0;
-    for (int j = 0; j < 6; ++j) s += A.m[j][i] * x[j];
     y[i] = s;
   }
 }
@@ -139,23 +195,6 @@ void inertia6(const double* I, Mat6& A) {
     }
 }
 
-// X^T A X for 6x6 matrices, added to Out.
-void add_congruence(const Mat6& X, const Mat6& A, Mat6& Out) {
-  Mat6 T;
-  for (int i = 0; i < 6; ++i)
-    for (int j = 0; j < 6; ++j) {
-      double s = 0;
-      for (int l = 0; l < 6; ++l) s += A.m[i][l] * X.m[l][j];
-      T.m[i][j] = s;
-    }
-  for (int i = 0; i < 6; ++i)
-    for (int j = 0; j < 6; ++j) {
-      double s = 0;
-      for (int l = 0; l < 6; ++l) s += X.m[l][i] * T.m[l][j];
-      Out.m[i][j] += s;
-    }
-}
-
 // The model's buffers, and the node inertias they give (fixed bodies merged).
 struct Tree {
   int nn;
@@ -183,11 +222,11 @@ Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
     Mat6 Ib;
     inertia6(inertia.typed_data() + 10 * b, Ib);
     if (fx[b]) {
-      double Eb[3][3];
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 3; ++j) Eb[i][j] = t.E[9 * b + 3 * i + j];
-      Mat6 X;
-      plucker(Eb, t.r + 3 * b, X);
+      Xf X;
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) X.E[i][j] = t.E[9 * b + 3 * i + j];
+        X.r[i] = t.r[3 * b + i];
+      }
       add_congruence(X, Ib, t.I[bn[b]]);
     } else {
       for (int i = 0; i < 6; ++i)
@@ -198,22 +237,24 @@ Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
 }
 
 // Xup = X_J Xtree of node k.
-void node_transform(const Tree& t, int k, const double* q, Mat6& X) {
-  double EJ[3][3], rJ[3], E[3][3], r[3];
-  joint_transform(t.kind[k], t.axes + 6 * (k - 1), q + t.qi[k], EJ, rJ);
+void node_transform(const Tree& t, int k, const double* q, Xf& X) {
+  double rJ[3];
+  joint_transform(t.kind[k], t.axes + 6 * (k - 1), q + t.qi[k], X.E, rJ);
   const int b = t.first_body[k];
   if (b < 0) {
-    plucker(EJ, rJ, X);
+    for (int i = 0; i < 3; ++i) X.r[i] = rJ[i];
     return;
   }
   // X(EJ, rJ) X(E2, r2) = X(EJ E2, r2 + E2^T rJ)
   const double* E2 = t.E + 9 * b;
+  double EJ[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) EJ[i][j] = X.E[i][j];
   for (int i = 0; i < 3; ++i) {
     for (int j = 0; j < 3; ++j)
-      E[i][j] = EJ[i][0] * E2[j] + EJ[i][1] * E2[3 + j] + EJ[i][2] * E2[6 + j];
-    r[i] = t.r[3 * b + i] + E2[i] * rJ[0] + E2[3 + i] * rJ[1] + E2[6 + i] * rJ[2];
+      X.E[i][j] = EJ[i][0] * E2[j] + EJ[i][1] * E2[3 + j] + EJ[i][2] * E2[6 + j];
+    X.r[i] = t.r[3 * b + i] + E2[i] * rJ[0] + E2[3 + i] * rJ[1] + E2[6 + i] * rJ[2];
   }
-  plucker(E, r, X);
 }
 
 // The model's buffers, the same for every kernel (ffi.py: _buffers).
@@ -228,13 +269,13 @@ void node_transform(const Tree& t, int k, const double* q, Mat6& X) {
   make_tree(kind, parent, qi, bias_to, first_body, body_node, fixed, Xtree_E, Xtree_r, inertia, axes)
 
 // Velocities v, the joint velocities vJc each joint's last node collects, and Xup.
-void velocities(const Tree& t, const double* q, const double* qd, std::vector<Mat6>& Xup,
+void velocities(const Tree& t, const double* q, const double* qd, std::vector<Xf>& Xup,
                 std::vector<double>& v, std::vector<double>& vJc) {
   for (int k = 1; k < t.nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
     node_transform(t, k, q, Xup[k]);
     double vp[6];
-    mv(Xup[k], &v[6 * t.parent[k]], vp);
+    apply(Xup[k], &v[6 * t.parent[k]], vp);
     for (int i = 0; i < 6; ++i) {
       const double vJ = S[i] * qd[k - 1];
       v[6 * k + i] = vp[i] + vJ;
@@ -251,7 +292,7 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
   const double* tau = tau_b.typed_data();
   const double* arm = armature_b.typed_data();
   const double* g = gravity_b.typed_data();
-  std::vector<Mat6> Xup(nn);
+  std::vector<Xf> Xup(nn);
   std::vector<Mat6>& IA = t.I;  // articulated inertias start as the rigid ones
   std::vector<double> v(6 * nn, 0.0), vJc(6 * nn, 0.0), c(6 * nn, 0.0), pA(6 * nn, 0.0),
       U(6 * nn, 0.0), D(nn, 1.0), u(nn, 0.0), a(6 * nn, 0.0);
@@ -282,7 +323,7 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
     mv(Ia, &c[6 * k], Iac);
     for (int i = 0; i < 6; ++i) pa[i] = pA[6 * k + i] + Iac[i] + Uk[i] * u[k] / d;
     add_congruence(Xup[k], Ia, IA[p]);
-    mtv(Xup[k], pa, f);
+    apply_T(Xup[k], pa, f);
     for (int i = 0; i < 6; ++i) pA[6 * p + i] += f[i];
   }
   // the world accelerates at -g: gravity without a force on every body
@@ -291,7 +332,7 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
   for (int k = 1; k < nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
     double ap[6], Ua = 0;
-    mv(Xup[k], &a[6 * t.parent[k]], ap);
+    apply(Xup[k], &a[6 * t.parent[k]], ap);
     for (int i = 0; i < 6; ++i) {
       ap[i] += c[6 * k + i];
       Ua += U[6 * k + i] * ap[i];
@@ -311,14 +352,14 @@ ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_
   const double* qdd = qdd_b.typed_data();
   const double* arm = armature_b.typed_data();
   const double* g = gravity_b.typed_data();
-  std::vector<Mat6> Xup(nn);
+  std::vector<Xf> Xup(nn);
   std::vector<double> v(6 * nn, 0.0), vJc(6 * nn, 0.0), a(6 * nn, 0.0), f(6 * nn, 0.0);
   velocities(t, q_b.typed_data(), qd_b.typed_data(), Xup, v, vJc);
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
   for (int k = 1; k < nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
     double ap[6], c[6], Iv[6], Ia[6], vIv[6];
-    mv(Xup[k], &a[6 * t.parent[k]], ap);
+    apply(Xup[k], &a[6 * t.parent[k]], ap);
     cross_motion(&v[6 * k], &vJc[6 * k], c);
     for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * qdd[k - 1] + c[i];
     mv(t.I[k], &a[6 * k], Ia);
@@ -334,7 +375,7 @@ ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_
     tau[k - 1] = x;
     if (t.parent[k] == 0) continue;
     double fp[6];
-    mtv(Xup[k], &f[6 * k], fp);
+    apply_T(Xup[k], &f[6 * k], fp);
     for (int i = 0; i < 6; ++i) f[6 * t.parent[k] + i] += fp[i];
   }
   return ffi::Error::Success();
@@ -345,7 +386,7 @@ ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F6
   Tree t = MODEL_TREE;
   const int nn = t.nn, nv = nn - 1;
   const double* arm = armature_b.typed_data();
-  std::vector<Mat6> Xup(nn);
+  std::vector<Xf> Xup(nn);
   std::vector<Mat6>& Ic = t.I;  // composite inertias start as the rigid ones
   for (int k = 1; k < nn; ++k) node_transform(t, k, q_b.typed_data(), Xup[k]);
   for (int k = nn - 1; k >= 1; --k)
@@ -360,7 +401,7 @@ ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F6
     for (int i = 0; i < 6; ++i) h += S[i] * F[i];
     H[(k - 1) * nv + (k - 1)] = h;
     for (int j = k; t.parent[j] != 0; j = t.parent[j]) {
-      mtv(Xup[j], F, Fp);
+      apply_T(Xup[j], F, Fp);
       for (int i = 0; i < 6; ++i) F[i] = Fp[i];
       const int pj = t.parent[j];
       double x = 0;
