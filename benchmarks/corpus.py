@@ -12,6 +12,9 @@ error), and the largest relative error over a few random states of
   solved where ``aba`` refuses mimic joints) / MuJoCo's unconstrained
   acceleration ``M⁻¹ (qfrc - qfrc_bias)`` (``mj_solveM``: no contacts, limits,
   equalities, passive forces or actuators);
+- ``kernel`` (URDF): the same three, one state at a time, with
+  ``traversal="kernel"`` (one state's dynamics as compiled C++ kernels,
+  `jaxrbd._core.ffi`), where the kernels cover the model's joints;
 - ``kin`` (MJCF): world poses of every MuJoCo body and site (``xpos``/``xmat``,
   ``site_xpos``/``site_xmat``) against `jaxrbd.forward_kinematics`;
 - ``actuation`` (MJCF, models with actuators): `jaxrbd.actuation` with the loader's
@@ -74,6 +77,7 @@ import _common as common  # noqa: E402
 
 import jaxrbd  # noqa: E402
 from jaxrbd import io as jio  # noqa: E402
+from jaxrbd._core import ffi  # noqa: E402
 
 #: Robots of example-robot-data also checked with a floating base (legged, humanoid).
 FLOATING = (
@@ -122,6 +126,25 @@ def _dynamics(model, q, v, qdd, tau):
 
 #: One compile per model structure: all states at once.
 DYNAMICS = jax.jit(jax.vmap(_dynamics, in_axes=(None, 0, 0, 0, 0)))
+#: One state at a time: with ``traversal="kernel"`` each call is the native kernels
+SINGLE = jax.jit(_dynamics)
+
+
+def kernel_errors(model, states, refs) -> dict:
+    """``traversal="kernel"`` (one state's dynamics as compiled C++ kernels) state by state
+    against the oracle's ``(H, rnea, aba)``: ``kernel`` says whether the kernels cover the
+    model, ``err_kernel`` is the largest relative error of the three."""
+    mk = model.with_traversal("kernel")
+    try:
+        covered = ffi.supported(mk, jnp.asarray(states[0][0]))
+    except ffi.KernelBuildError as e:
+        return {"kernel": f"unavailable: {_short(e)}"}
+    if not covered:
+        return {"kernel": "not covered (joint kinds)"}
+    out = [SINGLE(mk, *(jnp.asarray(x) for x in s)) for s in states]
+    errs = [rel(np.stack([o[i] for o in out]), refs[i]) for i in range(3)
+            if np.all(np.isfinite(refs[i]))]
+    return {"kernel": "covered", "err_kernel": max(errs)}
 
 
 def random_q(model, rng) -> np.ndarray:
@@ -292,6 +315,7 @@ def run_urdf_case(name, path, floating, nstates, seed):
             row["aba_note"] = (f"forward dynamics undefined: H has rank {rank} < nv = {model.nv} "
                                "(the oracle's ABA is not finite either)")
         row["status"] = "ok" if all(np.isfinite(e) and e <= TOL for e in errs) else "mismatch"
+        row.update(kernel_errors(model, list(zip(qs, vs, as_, ts)), (Hr, Ir, Fr)))
     except Exception as e:
         row.update(status="compare_error", error=_short(e))
         traceback.print_exc()
@@ -555,6 +579,8 @@ def _print_row(r):
         tail = "no actuators"
     if r.get("aba_note"):
         tail += " aba: " + r["aba_note"]
+    if "err_kernel" in r:
+        tail += f" kernel={_fmt_err(r['err_kernel'])}"
     if "cond_H" in r:
         tail += f" cond(H)={r['cond_H']:.1e}"
     if r.get("standin_meshes"):
@@ -573,6 +599,11 @@ def summary(rows, corpus):
                  for r in rs if r["status"] in ("ok", "mismatch")), default=None)
     act = [r for r in rs if "err_actuation" in r]
     extra = {}
+    kern = [r["err_kernel"] for r in rs if "err_kernel" in r]
+    if kern:
+        extra.update(kernel_covered=len(kern), kernel_worst_relative_error=max(kern),
+                     kernel_not_covered=sum(str(r.get("kernel", "")).startswith("not")
+                                            for r in rs))
     if act:
         unmapped: dict[str, int] = {}
         for r in act:

@@ -375,6 +375,11 @@ class CoupledModel(eqx.Module):
     def astype(self, dtype) -> CoupledModel:
         return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
 
+    def with_traversal(self, traversal: str) -> CoupledModel:
+        """The same coupled model with its base model's traversal set
+        (`Model.with_traversal`)."""
+        return dataclasses.replace(self, base=self.base.with_traversal(traversal))
+
     def __repr__(self) -> str:
         return self.summary()
 

@@ -146,3 +146,13 @@ def test_no_compiler_is_a_clear_error(monkeypatch):
 def test_unknown_traversal_names_the_choices():
     with pytest.raises(ValueError, match="'kernel'"):
         jaxrbd.models.triple_pendulum().with_traversal("native")
+
+
+def test_coupled_models_take_the_traversal():
+    cm = jaxrbd.load_urdf(DATA / "gripper_mimic.urdf")
+    ck = cm.with_traversal("kernel")
+    assert ck.base.traversal == "kernel"
+    q = jnp.linspace(0.1, 0.4, cm.nq)
+    v = jnp.linspace(-1.0, 1.0, cm.nv)
+    fd = jax.jit(jaxrbd.forward_dynamics)
+    assert_allclose(fd(ck, q, v, v), fd(cm, q, v, v), rtol=1e-11, atol=1e-11)
