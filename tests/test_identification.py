@@ -150,6 +150,40 @@ def test_recording_io_split_trim(tmp_path, arm):
     np.testing.assert_allclose(cur.tau, q * [1.0, 2.0, 3.0])
 
 
+def test_shift_and_estimate_delay(arm, base, data):
+    """A torque logged ``3 dt`` late: `estimate_delay` finds the delay on the training
+    recording alone, and `Recording.shift` pairs each torque with its motion again."""
+    t = data["train"][0]
+    dt = t[1] - t[0]
+    delay = 3 * dt
+    # the motion from t[3] on, with the torque of the motion 3 samples earlier
+    t0, q0, qd0, qdd0 = _trajectory(0, n=len(t) + 3, duration=t[-1] + delay)
+    Y0 = ident.stacked_regressor(arm, FM, q0, qd0, qdd0)
+    tau0 = (Y0 @ data["p_true"]).reshape(-1, NV)
+    tau_late = tau0[:-3] + 1e-3 * np.random.default_rng(2).normal(size=(len(t), NV))
+    q = q0[3:]
+    rec = ident.Recording.from_arrays(t0[3:], q, qd0[3:], qdd0[3:], tau_late)
+    est = ident.estimate_delay(arm, FM, rec, np.arange(-2, 7) * dt, base=base)
+    assert est.delay == pytest.approx(delay)
+    k = int(np.argmin(est.validation_error))
+    assert est.validation_error[k] < 1e-2 < est.validation_error[k - 2]
+    assert est.validation_error[k] < est.validation_error[k + 1]
+    moved = rec.shift(est.delay)
+    assert moved.n_samples == len(t) - 3 and moved.t[-1] == rec.t[-4]
+    np.testing.assert_allclose(moved.q, q[:-3])
+    np.testing.assert_allclose(moved.tau, tau0[3:-3], atol=5e-3)
+    with pytest.warns(UserWarning, match="at the end of the candidates"):
+        ident.estimate_delay(arm, FM, rec, np.arange(-2, 2) * dt, base=base)
+    with pytest.raises(ValueError, match="no tau"):
+        ident.estimate_delay(arm, FM, rec.replace(tau=None), base=base)
+    with pytest.raises(ValueError, match="split"):
+        ident.estimate_delay(arm, FM, rec, base=base, split=1.0)
+    with pytest.raises(ValueError, match="leaves fewer than 2 samples"):
+        rec.shift(2 * t[-1])
+    with pytest.raises(ValueError, match="unknown signals"):
+        rec.shift(dt, signals=("torque",))
+
+
 # ---------------------------------------------------------------------- joint models
 
 

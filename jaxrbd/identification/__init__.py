@@ -1,7 +1,8 @@
 """Identification of robot dynamics from recorded motion and effort.
 
 From a log file to a validated model: `Recording` (loading, resampling, zero-phase
-filtering, differentiation, splits), the linear joint terms (`FrictionModel`: armature,
+filtering, differentiation, splits, `Recording.shift` with a delay chosen by
+`estimate_delay`), the linear joint terms (`FrictionModel`: armature,
 viscous and Coulomb friction, offsets) and nonlinear ones fitted with them
 (`NonlinearFriction`: `stribeck_friction`, `sigmoid_friction`), payloads, drive gains
 identified from motor currents (`fit_drive_gains`), the identifiable base parameters
@@ -19,6 +20,8 @@ from ._base import BaseParameters as BaseParameters
 from ._base import base_parameters as base_parameters
 from ._base import condition_number as condition_number
 from ._base import pivoted_qr as pivoted_qr
+from ._delay import DelayEstimate as DelayEstimate
+from ._delay import estimate_delay as estimate_delay
 from ._download import cache_directory as cache_directory
 from ._download import cached_download as cached_download
 from ._drive import FrictionModel as FrictionModel

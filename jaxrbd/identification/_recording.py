@@ -343,6 +343,47 @@ class Recording:
         b = self.window(self.t[0] + at, np.inf)
         return a.replace(name=f"{self.name}[:{at:g}s]"), b.replace(name=f"{self.name}[{at:g}s:]")
 
+    def shift(self, delay: float, signals: Sequence[str] = ("tau",)) -> Recording:
+        """The named signals moved ``delay`` seconds earlier against the others:
+        ``x_new(t) = x(t + delay)``, by linear interpolation.
+
+        A positive ``delay`` undoes a lag of the named signals (a torque sensor or a
+        logging path that records ``tau`` late by ``delay``); a negative one undoes a
+        lead. Samples whose ``t + delay`` falls outside the recording are dropped, so the
+        result is shorter by about ``|delay| * rate`` samples at one end. `estimate_delay`
+        chooses ``delay`` by validation.
+
+        Args:
+            delay: [s].
+            signals: which signals to move (absent ones are skipped).
+
+        Example:
+            >>> t = np.arange(6) * 0.01
+            >>> rec = Recording.from_arrays(t, t[:, None], tau=t[:, None] - 0.02)
+            >>> late = rec.shift(0.02)
+            >>> late.n_samples, np.allclose(late.tau, late.q)
+            (4, True)
+        """
+        delay = float(delay)
+        if not np.isfinite(delay):
+            raise ValueError(f"delay must be finite, got {delay}")
+        unknown = set(signals) - set(_SIGNALS)
+        if unknown:
+            raise ValueError(f"unknown signals {sorted(unknown)}; choose from {_SIGNALS}")
+        keep = (self.t + delay >= self.t[0]) & (self.t + delay <= self.t[-1])
+        if keep.sum() < 2:
+            raise ValueError(f"{self.name}: a delay of {delay:g} s leaves fewer than 2 "
+                             f"samples of {self.duration:g} s")
+        t = self.t[keep]
+
+        def move(x):
+            return np.stack([np.interp(t + delay, self.t, x[:, j]) for j in range(x.shape[1])],
+                            axis=1)
+
+        moved = self._map(move, tuple(signals))
+        rest = self._map(lambda x: x[keep], tuple(k for k in _SIGNALS if k not in signals))
+        return self.replace(t=t, **moved, **rest)
+
     def decimate(self, step: int) -> Recording:
         """Every ``step``-th sample (low-pass filter first to avoid aliasing)."""
         step = int(step)
