@@ -16,7 +16,10 @@ Rows:
 * Franka Panda: the published model (modified DH, Tables VIII/IX, Table I friction) on
   the logged trajectory, against the independent check's per-joint RMS; then OLS, the
   consistent fit, and the consistent fit with the sigmoid friction of Gaz et al. (2019)
-  as fitted nonlinear parameters, on t < 14 s, predicting t >= 14 s.
+  as fitted nonlinear parameters, on t < 14 s, predicting t >= 14 s (torques low-passed
+  at 20 Hz); the same with the motion's cut-off and the torque's delay chosen inside
+  t < 14 s by `jaxrbd.identification.estimate_delay` (published model re-scored on that
+  motion too).
 * Simulation Jacobian (``--simulation``, its own JSON ``sysid_simulation.json``): the
   output-error residual of `jaxrbd.identification.simulation_error_fit` (positions of
   windows of run 1 simulated from their measured start states with the recorded
@@ -222,6 +225,13 @@ def panda_rows(data):
                      "sigmoid_weight": s.weight,
                      "sigmoid_validation_error": s.validation_error.tolist(),
                      "sigmoid_params": np.asarray(s.fit.nonlinear_params).tolist(),
+                     "motion_cutoff_hz": p["motion_cutoff"], "delay_s": p["delay"],
+                     "delay_validation": {
+                         f"{c:g} Hz": {"delay_s": e.delay,
+                                       "validation_error": e.validation_error.tolist()}
+                         for c, e in p["delay_estimates"].items()},
+                     "validated_weight": p["validated_selection"].weight,
+                     "validated_sigmoid_weight": p["validated_sigmoid_selection"].weight,
                      "reports": {n: _rep(r) for n, r in p["reports"].items()}}
     rms = np.asarray(out["one_se"]["reports"]["published, raw torque, whole log"]["rms"])
     out["published_rms_minus_reference"] = (rms - PANDA_RMS_REFERENCE).tolist()
@@ -280,8 +290,10 @@ def main(argv=None):
         print("\nFranka Panda")
         for rule in ("one_se", "min"):
             for name, r in p[rule]["reports"].items():
-                print(f"{name:<44} {rule:<7} rel {100 * r['relative']:6.2f} %  RMS "
+                print(f"{name:<62} {rule:<7} rel {100 * r['relative']:6.2f} %  RMS "
                       f"{np.round(r['rms'], 3).tolist()}")
+        print(f"chosen inside t < 14 s: motion cut-off {p['one_se']['motion_cutoff_hz']:g} Hz, "
+              f"torque delay {1e3 * p['one_se']['delay_s']:g} ms")
         print("published RMS minus the independent check's: "
               f"{np.round(p['published_rms_minus_reference'], 4).tolist()}")
     _common.write_json(args.out, [], meta, results=result, skipped=skipped)

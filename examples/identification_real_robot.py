@@ -161,8 +161,8 @@ def kuka(data: str | pathlib.Path, *, cutoff: float = 10.0, split: float = 17.0,
             "OLS (run 1) on run 2": report(ols.params, Y2, tau2),
             "consistent (run 1) on run 2": report(fit.params, Y2, tau2),
         },
-        "consistent": bool(np.all(np.asarray(jaxrbd.is_physically_consistent(
-            fit.model.inertia[np.asarray(fit.bodies)])))),
+        "consistent": bool(np.all(np.asarray(jax.jit(jaxrbd.is_physically_consistent)(
+            np.asarray(fit.model.inertia)[np.asarray(fit.bodies)])))),
         "prediction_run2": (runs[1].t, tau2.reshape(-1, model.nv),
                             (Y2 @ np.asarray(fit.params)).reshape(-1, model.nv)),
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -95,9 +96,14 @@ class BaseParameters:
         ``prior`` in the Euclidean norm (default prior: zeros, i.e. the minimum-norm
         solution), ``p = prior + E^+ (p_base - E prior)``. Not in general physically
         consistent (see `consistent_fit`)."""
-        E = jnp.asarray(self.E)
-        prior = jnp.zeros(E.shape[1]) if prior is None else jnp.asarray(prior)
-        return prior + jnp.linalg.pinv(E) @ (jnp.asarray(p_base) - E @ prior)
+        if isinstance(p_base, jax.core.Tracer) or isinstance(prior, jax.core.Tracer):
+            E = jnp.asarray(self.E)
+            prior = jnp.zeros(E.shape[1]) if prior is None else jnp.asarray(prior)
+            return prior + jnp.linalg.pinv(E) @ (jnp.asarray(p_base) - E @ prior)
+        # concrete values: on the host (eagerly, each jnp operation compiles on first use)
+        E = np.asarray(self.E, np.float64)
+        prior = np.zeros(E.shape[1]) if prior is None else np.asarray(prior, np.float64)
+        return prior + np.linalg.pinv(E) @ (np.asarray(p_base, np.float64) - E @ prior)
 
     def columns(self, Y):
         """The base-parameter columns ``Y[..., independent]``."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from .._api import inverse_dynamics_regressor
 from .._body import Body
+from .._jit import jit
 from .._parameters import with_inertial_parameters
 
 __all__ = [
@@ -149,7 +150,7 @@ def identification_regressor(model, friction: FrictionModel, q, qd, qdd):
     return jnp.concatenate([Y, friction.columns(qd, qdd)], axis=-1)
 
 
-@functools.partial(jax.jit, static_argnames=("friction",))
+@functools.partial(jit, static_argnames=("friction",))
 def _stacked(model, friction, q, qd, qdd):
     Y = jax.vmap(lambda *x: identification_regressor(model, friction, *x))(q, qd, qdd)
     return Y.reshape(-1, Y.shape[-1])

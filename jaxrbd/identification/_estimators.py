@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._jit import compiled_when_eager, jit
 from .._parameters import inertial_parameters, is_physically_consistent
 from ._base import BaseParameters
 from ._drive import FrictionModel, NonlinearFriction
@@ -43,6 +44,7 @@ def _check_problem(Y, tau, nv):
     return Y, tau
 
 
+@compiled_when_eager
 def standard_parameters(model, friction: FrictionModel):
     """The standard parameter vector of ``model``, `(P,)`: ``inertial_parameters(model)``
     flattened, then ``friction.values(model)`` (armature, damping, Coulomb friction from
@@ -55,6 +57,7 @@ def standard_parameters(model, friction: FrictionModel):
     return jnp.concatenate([inertial_parameters(model).ravel(), friction.values(model)])
 
 
+@compiled_when_eager
 def identified_model(model, p, friction: FrictionModel):
     """A copy of ``model`` with the standard parameters ``p`` `(P,)`: inertias, and
     armature, damping and Coulomb friction where ``friction`` has them (the offsets
@@ -276,12 +279,16 @@ def pseudo_inertia(pi):
     return xp.concatenate([top, bottom], -2)
 
 
+# one program per row count (called eagerly, the check would compile op by op)
+_consistent_rows = jax.jit(is_physically_consistent)
+
+
 def _consistent_prior(pi):
     """The prior's bodies made strictly consistent: a body that is not (massless rows
     aside) is replaced by a solid sphere of its mass and centre of mass whose radius
     gives the trace of its rotational inertia about the centre of mass (at least 1 cm)."""
     pi = np.array(pi, np.float64)
-    ok = np.asarray(is_physically_consistent(jnp.asarray(pi)))
+    ok = np.asarray(_consistent_rows(jnp.asarray(pi)))
     for k in np.flatnonzero(~ok):
         m = max(float(pi[k, 0]), 1e-6)
         c = pi[k, 1:4] / m
@@ -340,7 +347,7 @@ class ConsistentFit(NamedTuple):
 
 
 def _identified_bodies(model):
-    mass = np.asarray(model.inertia[:, 0])
+    mass = np.asarray(model.inertia)[:, 0]
     return tuple(b for b in range(1, model.nbodies) if model.body_node[b] != 0 and mass[b] > 0)
 
 
@@ -377,7 +384,7 @@ def _divergence_curvature(pi):
     return float(np.einsum("bkij,bkji->", M, M))
 
 
-@functools.partial(jax.jit, static_argnames=("max_iters",))
+@functools.partial(jit, static_argnames=("max_iters",))
 def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, tol):
     # z = [identified bodies' 10 parameters each, then the free linear terms]
     n_in = J0inv.shape[0] * 10
@@ -402,7 +409,7 @@ def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, 
     return s.x, s.f, s.it
 
 
-@functools.partial(jax.jit, static_argnames=("max_iters", "nonlinear"))
+@functools.partial(jit, static_argnames=("max_iters", "nonlinear"))
 def _consistent_solve_nonlinear(G, Yw, tw, w, qd, x0, x_prior, J0inv, weight, ridge, max_iters,
                                 tol, nonlinear):
     # x = [z (as _consistent_solve), then the nonlinear parameters (nv, k) flattened];
@@ -480,7 +487,7 @@ def _nonlinear_data(nonlinear, Y, tau, qd, start, nv):
     return _NonlinearData(nonlinear, Y, tau, qd, start)
 
 
-@jax.jit
+@jit
 def _gram_jit(Y, tau, w):
     Yw = Y * w[:, None]
     tw = tau * w
@@ -638,7 +645,7 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
     fixed = np.setdiff1d(np.arange(P), free)
     p_start = p_prior if start is None else np.asarray(start, np.float64)
     if start is not None:
-        ok = np.asarray(is_physically_consistent(jnp.asarray(
+        ok = np.asarray(_consistent_rows(jnp.asarray(
             p_start[: 10 * nb].reshape(nb, 10)[list(ids)])))
         if not ok.all():
             raise ValueError(f"start is not physically consistent in bodies "
