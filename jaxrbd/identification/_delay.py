@@ -75,7 +75,9 @@ def estimate_delay(model, friction: FrictionModel, recording: Recording, delays=
             fitting or validation part, or a motion that does not excite every base
             parameter.
 
-    Example (a 2-link chain whose torque is logged 4 ms late):
+    Example:
+        A 2-link chain whose torque is logged 4 ms late:
+
         >>> arm = jaxrbd.models.chain(2)
         >>> fm = FrictionModel(armature=False, viscous=True, coulomb=False)
         >>> t = np.arange(0.0, 4.0, 0.001)
