@@ -382,7 +382,7 @@ def main(argv=None) -> dict:
               f"training part: motion cut-off {p['motion_cutoff']:g} Hz, torque delay "
               f"{1e3 * p['delay']:g} ms")
         for name, rep in p["reports"].items():
-            print(f"  {name:<40} relative {100 * rep.relative:5.2f} %  RMS "
+            print(f"  {name:<50} relative {100 * rep.relative:5.2f} %  RMS "
                   f"{np.round(rep.rms, 3)}")
         out["panda"] = p
     return out
