@@ -382,3 +382,22 @@ def test_batched_ground_rollout_equals_vmap(block):
     with pytest.raises(ValueError, match="contact_model must be .hard., .compliant."):
         jaxrbd.batched.ground_rollout(model, Q, QD, TAU, 1e-3, pts, plane, "soft")
 
+
+
+def test_unconverged_impulses_do_no_more_work_than_allowed():
+    """`_limit_work` scales an unconverged solve's impulses back to ``lam . c +
+    lam . A lam / 2 <= 0`` (no kinetic energy beyond the position targets' work) and
+    leaves converged ones exactly."""
+    from jaxrbd.ground import _limit_work
+
+    rng = np.random.default_rng(3)
+    G = rng.standard_normal((6, 9))
+    A = jnp.asarray(G @ G.T + 1e-3 * np.eye(6))
+    for _ in range(20):
+        lam, c = (jnp.asarray(rng.standard_normal(6)) for _ in range(2))
+        out = _limit_work(lam, A, c, jnp.asarray(False))
+        work = float(out @ c + 0.5 * out @ (A @ out))
+        assert work <= 1e-12 * float(jnp.abs(lam @ c) + lam @ (A @ lam))
+        if float(lam @ c + 0.5 * lam @ (A @ lam)) <= 0:
+            assert bool(jnp.all(out == lam))
+        assert bool(jnp.all(_limit_work(lam, A, c, jnp.asarray(True)) == lam))

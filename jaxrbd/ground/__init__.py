@@ -285,16 +285,35 @@ def _hard_terms(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
     return gap, frame, mu, A, c, L, Y, v_free
 
 
+def _limit_work(lam, A, c, converged):
+    """The impulses ``t lam``, ``t in [0, 1]``, that do no more work than the solve allows.
+
+    An exact solution satisfies ``lam . (A lam + c) = 0``; then the change of kinetic
+    energy ``lam . G v_free + lam . A0 lam / 2`` (``A0 <= A``, the unregularised Delassus
+    matrix) is at most ``lam_n . target``, the work the position correction and
+    restitution ask for. An unconverged solve (a robot falling with a Delassus matrix
+    of condition 1e8, say) can return impulses far from that, which fling the robot. The
+    largest ``t`` with ``t lam . c + t^2 lam . A lam / 2 <= 0`` restores the bound;
+    converged solves keep ``lam`` exactly (``t = 1``).
+    """
+    work = lam @ c
+    curv = lam @ (A @ lam)
+    t = jnp.where(curv > 0, -2.0 * work / jnp.where(curv > 0, curv, 1.0), 1.0)
+    t = jnp.where(work + 0.5 * curv > 0, jnp.clip(t, 0.0, 1.0), 1.0)
+    return jnp.where(converged, lam, jax.lax.stop_gradient(t) * lam)
+
+
 def _step_hard(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p, lam0):
     gap, frame, mu, A, c, L, Y, v_free = _hard_terms(model, k, q, qd, tau, dt, contacts, terrain, p)
     lam, res, its = solve(p.solver, p.iterations, p.admm_rho, p.admm_adaptive, p.polish,
                           p.tolerance, A, c, mu, lam0)
-    qd1 = v_free + _linalg.solve_triangular(L, Y @ lam, lower=True, trans=True)
-    q1, qd1 = k.advance(model, q, qd1, qd1, dt)
-    force = lam.reshape(-1, 3) / dt
     res = jax.lax.stop_gradient(res)
     # with tolerance 0 the solver runs a fixed count: judge it by the default tolerance
     converged = res <= (p.tolerance if p.tolerance > 0 else _TOLERANCE)
+    lam = _limit_work(lam, A, c, converged)
+    qd1 = v_free + _linalg.solve_triangular(L, Y @ lam, lower=True, trans=True)
+    q1, qd1 = k.advance(model, q, qd1, qd1, dt)
+    force = lam.reshape(-1, 3) / dt
     return q1, qd1, ContactInfo(force=force, frame=frame, gap=gap, active=force[:, 0] > 0,
                                 residual=res, iterations=its, converged=converged)
 
