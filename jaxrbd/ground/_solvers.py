@@ -123,6 +123,18 @@ def natural_residual(lam, A, c, mu):
 CHECK_EVERY = 10
 
 
+def when(pred, f, x):
+    """``f(x)`` where ``pred`` holds, else ``x``: `lax.cond`, written as a `lax.while_loop`
+    of at most one trip. Under `jax.vmap` a `lax.cond` on a batched ``pred`` becomes a
+    select that runs ``f`` for every sample; this loop runs it once for the whole batch
+    when some sample needs it, and not at all when none does."""
+
+    def body(carry):
+        return jnp.zeros_like(carry[0]), f(carry[1])
+
+    return lax.while_loop(lambda carry: carry[0], body, (pred, x))[1]
+
+
 def _pgs(A, c, mu, lam0):
     """``(state, update, adapt, impulses)`` of projected Gauss-Seidel; one update is one
     sweep, and nothing adapts between checks."""
@@ -191,7 +203,7 @@ def _admm(A, c, mu, lam0, rho_scale, adaptive):
         down = (r_d > RHO_BALANCE * r_p) & (rho > rho0 / RHO_RANGE)
         new = jnp.where(up, rho * RHO_FACTOR, jnp.where(down, rho / RHO_FACTOR, rho))
         # y is the unscaled multiplier: it stays as it is when rho changes
-        Minv = lax.cond(up | down, inverse, lambda _: Minv, new)
+        Minv = when(up | down, lambda M: inverse(new), Minv)
         return z, y, new, Minv, r_p, r_d
 
     def start(lam):
