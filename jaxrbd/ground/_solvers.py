@@ -27,7 +27,8 @@ maximal number of iterations:
   (Carpentier et al. 2024): one ``(A + rho I)^-1`` per step, then a matrix-vector
   product and a cone projection per iteration, all contacts at once. At the checks it
   balances its primal and dual residuals by changing ``rho`` (Boyd et al. 2011,
-  section 3.4.1), factoring ``A + rho I`` again only then.
+  section 3.4.1), factoring ``A + rho I`` again only then (under `jax.vmap`, once for
+  the batch when some sample needs it: `when`).
 
 Either solver, at every check after the first that finds it unfinished, tries one
 semismooth Newton step on ``lam - F(lam) = 0`` from its iterate and restarts from it
