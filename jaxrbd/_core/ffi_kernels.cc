@@ -30,6 +30,7 @@ struct Mat6 {
 struct Xf {
   double E[3][3];
   double r[3];
+  bool identity;  // an inner node of a multi-DoF joint: X = 1
 };
 
 // X m = [E w; E (v - r x w)] for a motion vector m = [w; v].
@@ -60,6 +61,11 @@ void apply_T(const Xf& X, const double* f, double* o) {
 // Out += X^T [A B; B^T C] X for a symmetric 6x6 matrix (an inertia): rotate the blocks
 // (E^T . E), then shift by r: A - B R + R B^T - R C R, B + R C, C (R = r^).
 void add_congruence(const Xf& X, const Mat6& M, Mat6& Out) {
+  if (X.identity) {
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) Out.m[i][j] += M.m[i][j];
+    return;
+  }
   double A[3][3], B[3][3], C[3][3], T[3][3];
   const double(*E)[3] = X.E;
   auto rotate = [&](int i0, int j0, double O[3][3]) {
@@ -213,26 +219,48 @@ Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
   t.kind = kind.typed_data(); t.parent = parent.typed_data(); t.qi = qi.typed_data();
   t.bias_to = bias_to.typed_data(); t.first_body = first_body.typed_data();
   t.E = E.typed_data(); t.r = r.typed_data(); t.axes = axes.typed_data();
-  t.I.assign(t.nn, Mat6{});
+  // each node's rigid-body inertia in compact form (m, h = m c, I about the origin),
+  // summed over its bodies, a welded body's moved into the node's frame first
+  std::vector<double> acc(10 * t.nn, 0.0);
   const int nb = static_cast<int>(body_node.element_count());
   const int32_t* bn = body_node.typed_data();
   const int32_t* fx = fixed.typed_data();
   for (int b = 1; b < nb; ++b) {
     if (bn[b] == 0) continue;  // welded to the world: never moves
-    Mat6 Ib;
-    inertia6(inertia.typed_data() + 10 * b, Ib);
+    const double* I = inertia.typed_data() + 10 * b;
+    const double m = I[0];
+    double h[3] = {I[1], I[2], I[3]};
+    double Io[3][3] = {{I[4], I[5], I[7]}, {I[5], I[6], I[8]}, {I[7], I[8], I[9]}};
     if (fx[b]) {
-      Xf X;
+      // X(E, r) places the body in its node: rotate by E^T, then move the reference
+      // point from the body's origin p = r to the node's (parallel axes, with h):
+      // I_0 = I_p + (m |p|^2 + 2 p.h) 1 - m p p^T - h p^T - p h^T, h_0 = h + m p
+      const double* E = t.E + 9 * b;
+      const double* p = t.r + 3 * b;
+      double hp[3], T[3][3], Ip[3][3];
+      for (int i = 0; i < 3; ++i) hp[i] = E[i] * h[0] + E[3 + i] * h[1] + E[6 + i] * h[2];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j)
+          T[i][j] = Io[i][0] * E[j] + Io[i][1] * E[3 + j] + Io[i][2] * E[6 + j];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j)
+          Ip[i][j] = E[i] * T[0][j] + E[3 + i] * T[1][j] + E[6 + i] * T[2][j];
+      const double pp = p[0] * p[0] + p[1] * p[1] + p[2] * p[2];
+      const double ph = p[0] * hp[0] + p[1] * hp[1] + p[2] * hp[2];
       for (int i = 0; i < 3; ++i) {
-        for (int j = 0; j < 3; ++j) X.E[i][j] = t.E[9 * b + 3 * i + j];
-        X.r[i] = t.r[3 * b + i];
+        for (int j = 0; j < 3; ++j)
+          Io[i][j] = Ip[i][j] + (i == j) * (m * pp + 2 * ph) - m * p[i] * p[j] -
+                     hp[i] * p[j] - p[i] * hp[j];
       }
-      add_congruence(X, Ib, t.I[bn[b]]);
-    } else {
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) t.I[bn[b]].m[i][j] += Ib.m[i][j];
+      for (int i = 0; i < 3; ++i) h[i] = hp[i] + m * p[i];
     }
+    double* a = &acc[10 * bn[b]];
+    a[0] += m; a[1] += h[0]; a[2] += h[1]; a[3] += h[2];
+    a[4] += Io[0][0]; a[5] += Io[0][1]; a[6] += Io[1][1];
+    a[7] += Io[0][2]; a[8] += Io[1][2]; a[9] += Io[2][2];
   }
+  t.I.resize(t.nn);
+  for (int k = 0; k < t.nn; ++k) inertia6(&acc[10 * k], t.I[k]);
   return t;
 }
 
@@ -241,6 +269,7 @@ void node_transform(const Tree& t, int k, const double* q, Xf& X) {
   double rJ[3];
   joint_transform(t.kind[k], t.axes + 6 * (k - 1), q + t.qi[k], X.E, rJ);
   const int b = t.first_body[k];
+  X.identity = t.kind[k] == kInner && b < 0;
   if (b < 0) {
     for (int i = 0; i < 3; ++i) X.r[i] = rJ[i];
     return;
