@@ -19,6 +19,16 @@ namespace ffi = xla::ffi;
 
 namespace {
 
+// A per-thread buffer of n copies of x, reused from call to call: a call allocates
+// nothing once its thread has run one of the same size (XLA may run kernels on several
+// threads at once; each has its own buffers).
+template <int Slot, class T>
+std::vector<T>& scratch(size_t n, const T& x) {
+  thread_local std::vector<T> buffer;
+  buffer.assign(n, x);
+  return buffer;
+}
+
 // Joint kinds of a node (jaxrbd._core.ffi.NODE_KINDS).
 enum Kind : int32_t { kWorld = 0, kScrew = 1, kFree = 2, kSpherical = 3, kInner = 4, kTranslation = 5 };
 
@@ -206,7 +216,7 @@ struct Tree {
   int nn;
   const int32_t *kind, *parent, *qi, *bias_to, *first_body;
   const double *E, *r, *axes;
-  std::vector<Mat6> I;
+  Mat6* I;  // per-thread scratch (make_tree)
 };
 
 Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
@@ -221,7 +231,7 @@ Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
   t.E = E.typed_data(); t.r = r.typed_data(); t.axes = axes.typed_data();
   // each node's rigid-body inertia in compact form (m, h = m c, I about the origin),
   // summed over its bodies, a welded body's moved into the node's frame first
-  std::vector<double> acc(10 * t.nn, 0.0);
+  std::vector<double>& acc = scratch<0>(10 * t.nn, 0.0);
   const int nb = static_cast<int>(body_node.element_count());
   const int32_t* bn = body_node.typed_data();
   const int32_t* fx = fixed.typed_data();
@@ -259,7 +269,7 @@ Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
     a[4] += Io[0][0]; a[5] += Io[0][1]; a[6] += Io[1][1];
     a[7] += Io[0][2]; a[8] += Io[1][2]; a[9] += Io[2][2];
   }
-  t.I.resize(t.nn);
+  t.I = scratch<1>(t.nn, Mat6{}).data();
   for (int k = 0; k < t.nn; ++k) inertia6(&acc[10 * k], t.I[k]);
   return t;
 }
@@ -321,10 +331,16 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
   const double* tau = tau_b.typed_data();
   const double* arm = armature_b.typed_data();
   const double* g = gravity_b.typed_data();
-  std::vector<Xf> Xup(nn);
-  std::vector<Mat6>& IA = t.I;  // articulated inertias start as the rigid ones
-  std::vector<double> v(6 * nn, 0.0), vJc(6 * nn, 0.0), c(6 * nn, 0.0), pA(6 * nn, 0.0),
-      U(6 * nn, 0.0), D(nn, 1.0), u(nn, 0.0), a(6 * nn, 0.0);
+  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
+  Mat6* IA = t.I;  // articulated inertias start as the rigid ones
+  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
+  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
+  std::vector<double>& c = scratch<5>(6 * nn, 0.0);
+  std::vector<double>& pA = scratch<6>(6 * nn, 0.0);
+  std::vector<double>& U = scratch<7>(6 * nn, 0.0);
+  std::vector<double>& D = scratch<8>(nn, 1.0);
+  std::vector<double>& u = scratch<9>(nn, 0.0);
+  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
   velocities(t, q_b.typed_data(), qd_b.typed_data(), Xup, v, vJc);
   for (int k = 1; k < nn; ++k) {
     double Iv[6];
@@ -381,8 +397,11 @@ ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_
   const double* qdd = qdd_b.typed_data();
   const double* arm = armature_b.typed_data();
   const double* g = gravity_b.typed_data();
-  std::vector<Xf> Xup(nn);
-  std::vector<double> v(6 * nn, 0.0), vJc(6 * nn, 0.0), a(6 * nn, 0.0), f(6 * nn, 0.0);
+  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
+  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
+  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
+  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
+  std::vector<double>& f = scratch<6>(6 * nn, 0.0);
   velocities(t, q_b.typed_data(), qd_b.typed_data(), Xup, v, vJc);
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
   for (int k = 1; k < nn; ++k) {
@@ -415,8 +434,8 @@ ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F6
   Tree t = MODEL_TREE;
   const int nn = t.nn, nv = nn - 1;
   const double* arm = armature_b.typed_data();
-  std::vector<Xf> Xup(nn);
-  std::vector<Mat6>& Ic = t.I;  // composite inertias start as the rigid ones
+  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
+  Mat6* Ic = t.I;  // composite inertias start as the rigid ones
   for (int k = 1; k < nn; ++k) node_transform(t, k, q_b.typed_data(), Xup[k]);
   for (int k = nn - 1; k >= 1; --k)
     if (t.parent[k] != 0) add_congruence(Xup[k], Ic[k], Ic[t.parent[k]]);
