@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import jaxlib
 import numpy as np
 
+from ..joints import JOINT_KINDS
 from .backend import on_cpu
 from .topology import topology
 
@@ -132,7 +133,7 @@ def _tables(t):
     for name, (nodes, qs, _) in t.multi.items():
         if name not in NODE_KINDS:  # Euler joints: S depends on q
             return None
-        ndof = {"free": 6, "spherical": 3, "translation_xyz": 3}[name]
+        ndof = JOINT_KINDS[name][1]
         kind[nodes] = NODE_KINDS[name]
         qi[nodes] = qs
         for k in range(1, ndof):
@@ -166,8 +167,8 @@ def _buffers(model):
 
 
 def _call(name, shape, dtype):
-    # a batch of states never reaches here (`native_vmap` takes the XLA path under vmap);
-    # "sequential" keeps a vmap over models correct all the same
+    # `native_vmap` sends every vmap to the XLA programs; "sequential" only makes a vmap
+    # that reaches the call some other way loop over it instead of failing
     return jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(shape, dtype), vmap_method="sequential")
 
 
