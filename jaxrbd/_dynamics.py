@@ -48,8 +48,10 @@ from jax.ad_checkpoint import checkpoint_name
 from jax.custom_derivatives import SymbolicZero
 
 from . import _derivatives as _d
+from . import _kernel_rules as _kr
 from ._aba import aba_single, minv_times_batched
 from ._configuration import tangent_of_coordinates
+from ._core import ffi
 from ._core.checks import as_float, door
 from ._core.linalg import cho_solve, cholesky
 from ._crba import crba_single
@@ -178,9 +180,17 @@ def minv_times_ad(model, q, tau):
 # ------------------------------------------------------------------ forward dynamics
 
 
+def _array(t, like):
+    return jnp.zeros_like(like) if _zero(t) else t
+
+
 def _fd_jvp(method, primals, tangents):
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
+    if ffi.supported(model, q, f_ext):  # one state on the native kernels
+        qdd = forward_dynamics_ad(model, q, qd, tau, f_ext, method)
+        return qdd, _kr.fd_tangent(model, q, qd, qdd, dmodel, _array(dq, q), _array(dqd, qd),
+                                   _array(dtau, tau))
     rhs = [None if _zero(dtau) else dtau,
            None if f_ext is None or _zero(df) else -_fext_tau(model, q, df)]
     rhs = None if all(r is None for r in rhs) else _total(rhs, tau)
@@ -233,6 +243,10 @@ def _id(model, q, qd, qdd, f_ext):
 def _id_jvp(primals, tangents):
     model, q, qd, qdd, f_ext = primals
     dmodel, dq, dqd, dqdd, df = tangents
+    if ffi.supported(model, q, f_ext):  # one state on the native kernels
+        tau = inverse_dynamics_ad(model, q, qd, qdd, f_ext)
+        return tau, _kr.id_tangent(model, q, qd, qdd, dmodel, _array(dq, q), _array(dqd, qd),
+                                   _array(dqdd, qdd))
     terms = []
     if not (_zero(dq) and _zero(dqd)):
         # the derivative pass gives tau too: no RNEA beside it in the program

@@ -90,14 +90,63 @@ def test_model_as_argument_batches_and_gradients(model):
     batch = jax.jit(jax.vmap(lambda q: jaxrbd.forward_dynamics(mk, q, qd, tau)))(Q)
     assert_allclose(batch[1], fd(mk, Q[1], qd, tau), rtol=1e-11, atol=1e-11)
 
-    # derivatives differentiate the XLA program: the same numbers as without the kernel
+    # derivatives: the same numbers as without the kernel
     def loss(m, q, qd, tau):
         return jnp.sum(jaxrbd.forward_dynamics(m, q, qd, tau) ** 2)
 
     g = jax.jit(jax.grad(loss, argnums=(0, 2, 3)))
     gk, ga = g(mk, q, qd, tau), g(model, q, qd, tau)
     for a, b in zip(jax.tree_util.tree_leaves(gk), jax.tree_util.tree_leaves(ga)):
-        assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+        assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def _loss_fd(m, q, qd, tau):
+    return jnp.sum(jaxrbd.forward_dynamics(m, q, qd, tau) ** 2)
+
+
+def _loss_id(m, q, qd, qdd):
+    return jnp.sum(jnp.sin(jaxrbd.inverse_dynamics(m, q, qd, qdd)))
+
+
+@pytest.mark.parametrize("loss", [_loss_fd, _loss_id], ids=["fd", "id"])
+def test_reverse_mode_runs_the_native_sweeps(model, loss):
+    # jax.grad transposes the JVP rules' linear maps into the native kernels
+    # (`jaxrbd._kernel_rules`): the gradient with respect to every leaf of the model and
+    # the state is the XLA program's
+    mk = model.with_traversal("kernel")
+    vg = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))
+    for seed in range(2):
+        s = _state(model, seed)
+        got, want = vg(mk, *s), vg(model, *s)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            scale = float(jnp.max(jnp.abs(b))) + 1.0
+            assert_allclose(a, b, rtol=1e-10, atol=1e-10 * scale)
+    # FD, H^-1 and the RNEA sweep (ID: the call and the sweep) as custom calls, and
+    # a few dozen small XLA kernels around them
+    text = vg.lower(mk, *_state(model)).compile().as_text()
+    calls = text.count("custom_call_target=\"jaxrbd_")
+    assert calls == (3 if loss is _loss_fd else 2), calls
+    assert count_kernels(text) <= 120, count_kernels(text)
+
+
+def test_forward_mode_batches_and_second_derivatives_of_the_kernel_rules():
+    model = _every_native_kind()
+    mk = model.with_traversal("kernel")
+    q, qd, tau = _state(model)
+
+    def fd(m):
+        return lambda q, qd: jaxrbd.forward_dynamics(m, q, qd, tau)
+
+    for jac in (jax.jacfwd, jax.jacrev):
+        assert_allclose(jax.jit(jac(fd(mk)))(q, qd), jax.jit(jac(fd(model)))(q, qd),
+                        rtol=1e-10, atol=1e-10)
+    hess = [jax.jit(jax.hessian(lambda qd, m=m: _loss_fd(m, q, qd, tau)))(qd)
+            for m in (mk, model)]
+    assert_allclose(hess[0], hess[1], rtol=1e-9, atol=1e-9)
+    # per-sample gradients (vmap of grad): the batched reference maps
+    Q = jnp.stack([q, _state(model, 1)[0]])
+    g = jax.jit(jax.vmap(jax.grad(_loss_fd, argnums=1), in_axes=(None, 0, None, None)))
+    assert_allclose(g(mk, Q, qd, tau), g(model, Q, qd, tau), rtol=1e-10, atol=1e-10)
 
 
 def test_rollout_steps_run_the_kernel():

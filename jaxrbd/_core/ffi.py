@@ -46,7 +46,7 @@ from .backend import on_cpu
 from .topology import topology
 
 __all__ = ["NODE_KINDS", "KernelBuildError", "aba", "crba", "library", "node_tables", "rnea",
-           "supported"]
+           "rnea_vjp", "supported"]
 
 SOURCE = pathlib.Path(__file__).with_name("ffi_kernels.cc")
 
@@ -57,7 +57,7 @@ NODE_KINDS = {"world": 0, "screw": 1, "free": 2, "spherical": 3, "inner": 4,
 
 #: the XLA FFI targets of ``ffi_kernels.cc``: (registered name, exported symbol)
 TARGETS = (("jaxrbd_aba", "JaxrbdAba"), ("jaxrbd_rnea", "JaxrbdRnea"),
-           ("jaxrbd_crba", "JaxrbdCrba"))
+           ("jaxrbd_crba", "JaxrbdCrba"), ("jaxrbd_rnea_vjp", "JaxrbdRneaVjp"))
 
 #: flags of the build; the hash of the cached library includes them and, for
 #: ``-march=native``, the host CPU's features (`_cpu_features`), so that one cache
@@ -195,3 +195,16 @@ def crba(model, q):
     if not supported(model, q):
         return None
     return _call("jaxrbd_crba", (model.nv, model.nv), q.dtype)(*_buffers(model), q)
+
+
+def rnea_vjp(model, q, qd, qdd, lam):
+    """The reverse sweep of inverse dynamics at one state for the cotangent ``lam (nv,)``
+    of ``tau``, by the native kernel (`supported` must hold): the cotangents of the
+    model's leaves ``(Xtree_E, Xtree_r, inertia, axes, armature, gravity)`` (the others
+    do not enter inverse dynamics) and of ``q``, ``qd``, ``qdd``."""
+    f = q.dtype
+    shapes = [model.Xtree_E.shape, model.Xtree_r.shape, model.inertia.shape, model.axes.shape,
+              model.armature.shape, model.gravity.shape, q.shape, qd.shape, qdd.shape]
+    call = jax.ffi.ffi_call("jaxrbd_rnea_vjp", [jax.ShapeDtypeStruct(s, f) for s in shapes],
+                            vmap_method="sequential")
+    return call(*_buffers(model), q, qd, qdd, lam)

@@ -461,6 +461,389 @@ ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F6
   return ffi::Error::Success();
 }
 
+
+// The adjoint of y = X x (X = X(E, r), x = [w; u] a motion vector) for the cotangent
+// yb: Eb += yb_w w^T + yb_v (u - r x w)^T, rb += (E^T yb_v) x w.
+void apply_adjoint(const Xf& X, const double* x, const double* yb, double* Eb, double* rb) {
+  const double* r = X.r;
+  const double t[3] = {x[3] - (r[1] * x[2] - r[2] * x[1]), x[4] - (r[2] * x[0] - r[0] * x[2]),
+                       x[5] - (r[0] * x[1] - r[1] * x[0])};
+  double Ety[3];
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) Eb[3 * i + j] += yb[i] * x[j] + yb[3 + i] * t[j];
+    Ety[i] = X.E[0][i] * yb[3] + X.E[1][i] * yb[4] + X.E[2][i] * yb[5];
+  }
+  rb[0] += Ety[1] * x[2] - Ety[2] * x[1];
+  rb[1] += Ety[2] * x[0] - Ety[0] * x[2];
+  rb[2] += Ety[0] * x[1] - Ety[1] * x[0];
+}
+
+// Cb += d (y^T I(c) x) / dc for the compact inertia c = [m, h, Ixx, Ixy, Iyy, Ixz, Iyz,
+// Izz]: y^T I x = y_w^T I_o x_w + y_w . (h x x_v) - y_v . (h x x_w) + m y_v . x_v.
+void inertia_adjoint(const double* y, const double* x, double* Cb) {
+  Cb[0] += y[3] * x[3] + y[4] * x[4] + y[5] * x[5];
+  // h . (x_v x y_w - x_w x y_v)
+  Cb[1] += (x[4] * y[2] - x[5] * y[1]) - (x[1] * y[5] - x[2] * y[4]);
+  Cb[2] += (x[5] * y[0] - x[3] * y[2]) - (x[2] * y[3] - x[0] * y[5]);
+  Cb[3] += (x[3] * y[1] - x[4] * y[0]) - (x[0] * y[4] - x[1] * y[3]);
+  Cb[4] += y[0] * x[0];
+  Cb[5] += y[0] * x[1] + y[1] * x[0];
+  Cb[6] += y[1] * x[1];
+  Cb[7] += y[0] * x[2] + y[2] * x[0];
+  Cb[8] += y[1] * x[2] + y[2] * x[1];
+  Cb[9] += y[2] * x[2];
+}
+
+
+// The cotangent of a unit quaternion's rotation R (child ->
+// parent, quat_R) taken on to the quaternion's raw components q (normalised inside).
+void quat_R_adjoint(const double* q, const double Rb[3][3], double* qb) {
+  const double n = std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+  const double w = q[0] / n, x = q[1] / n, y = q[2] / n, z = q[3] / n;
+  const double ub[4] = {
+      2 * (-z * Rb[0][1] + y * Rb[0][2] + z * Rb[1][0] - x * Rb[1][2] - y * Rb[2][0] +
+           x * Rb[2][1]),
+      2 * (y * Rb[0][1] + z * Rb[0][2] + y * Rb[1][0] - 2 * x * Rb[1][1] - w * Rb[1][2] +
+           z * Rb[2][0] + w * Rb[2][1] - 2 * x * Rb[2][2]),
+      2 * (-2 * y * Rb[0][0] + x * Rb[0][1] + w * Rb[0][2] + x * Rb[1][0] + z * Rb[1][2] -
+           w * Rb[2][0] + z * Rb[2][1] - 2 * y * Rb[2][2]),
+      2 * (-2 * z * Rb[0][0] - w * Rb[0][1] + x * Rb[0][2] + w * Rb[1][0] - 2 * z * Rb[1][1] +
+           y * Rb[1][2] + x * Rb[2][0] + y * Rb[2][1])};
+  const double u[4] = {w, x, y, z};
+  const double uu = u[0] * ub[0] + u[1] * ub[1] + u[2] * ub[2] + u[3] * ub[3];
+  for (int i = 0; i < 4; ++i) qb[i] += (ub[i] - u[i] * uu) / n;
+}
+
+// Node k's Xup = X_J(q) Xtree and S = axes[k - 1] read with cotangents Eb, rb, Sb: add
+// theirs to Xtree (XEb, Xrb, per body), the node's axes row axb and q (qb).
+void joint_transform_adjoint(const Tree& t, int k, const double* q, const double* Eb,
+                             const double* rb, const double* Sb, double* XEb, double* Xrb,
+                             double* axb, double* qb) {
+  const double* S = t.axes + 6 * (k - 1);
+  for (int i = 0; i < 6; ++i) axb[i] += Sb[i];
+  double EJ[3][3], rJ[3], EJb[3][3], rJb[3];
+  joint_transform(t.kind[k], S, q + t.qi[k], EJ, rJ);
+  const int b = t.first_body[k];
+  if (b >= 0) {
+    // X(EJ E2, r2 + E2^T rJ)
+    const double* E2 = t.E + 9 * b;
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) {
+        EJb[i][j] = Eb[3 * i] * E2[3 * j] + Eb[3 * i + 1] * E2[3 * j + 1] +
+                    Eb[3 * i + 2] * E2[3 * j + 2];
+        XEb[9 * b + 3 * i + j] += EJ[0][i] * Eb[j] + EJ[1][i] * Eb[3 + j] +
+                                  EJ[2][i] * Eb[6 + j] + rJ[i] * rb[j];
+      }
+      Xrb[3 * b + i] += rb[i];
+      rJb[i] = E2[3 * i] * rb[0] + E2[3 * i + 1] * rb[1] + E2[3 * i + 2] * rb[2];
+    }
+  } else {
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) EJb[i][j] = Eb[3 * i + j];
+      rJb[i] = rb[i];
+    }
+  }
+  double Rb[3][3];  // E_J = R^T
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) Rb[i][j] = EJb[j][i];
+  double* qk = qb + t.qi[k];
+  const int kind = t.kind[k];
+  if (kind == kFree) {
+    for (int i = 0; i < 3; ++i) qk[i] += rJb[i];
+    quat_R_adjoint(q + t.qi[k] + 3, Rb, qk + 3);
+  } else if (kind == kSpherical) {
+    quat_R_adjoint(q + t.qi[k], Rb, qk);
+  } else if (kind == kTranslation) {
+    for (int i = 0; i < 3; ++i) qk[i] += rJb[i];
+  } else if (kind == kScrew) {
+    // R = 1 + s W + (1 - c) W^2 (W = w^), r = wv - R wv + (w (w.v) + (1 - w.w) v) q
+    const double* w = S;
+    const double* v = S + 3;
+    const double th = q[t.qi[k]], s = std::sin(th), c = std::cos(th);
+    double W[3][3], W2[3][3], R[3][3];
+    skew(w, W);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        W2[i][j] = W[i][0] * W[0][j] + W[i][1] * W[1][j] + W[i][2] * W[2][j];
+        R[i][j] = (i == j) + s * W[i][j] + (1 - c) * W2[i][j];
+      }
+    const double wv[3] = {w[1] * v[2] - w[2] * v[1], w[2] * v[0] - w[0] * v[2],
+                          w[0] * v[1] - w[1] * v[0]};
+    const double wdv = w[0] * v[0] + w[1] * v[1] + w[2] * v[2];
+    const double ww = w[0] * w[0] + w[1] * w[1] + w[2] * w[2];
+    const double wr = w[0] * rJb[0] + w[1] * rJb[1] + w[2] * rJb[2];
+    const double vr = v[0] * rJb[0] + v[1] * rJb[1] + v[2] * rJb[2];
+    double wvb[3], wb[3] = {0, 0, 0}, vb[3] = {0, 0, 0}, dq = 0;
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) Rb[i][j] -= rJb[i] * wv[j];
+      wvb[i] = rJb[i] - (R[0][i] * rJb[0] + R[1][i] * rJb[1] + R[2][i] * rJb[2]);
+      dq += rJb[i] * (w[i] * wdv + (1 - ww) * v[i]);
+      wb[i] += th * (wdv * rJb[i] + wr * v[i] - 2 * vr * w[i]);
+      vb[i] += th * (wr * w[i] + (1 - ww) * rJb[i]);
+    }
+    // wv = w x v
+    wb[0] += v[1] * wvb[2] - v[2] * wvb[1];
+    wb[1] += v[2] * wvb[0] - v[0] * wvb[2];
+    wb[2] += v[0] * wvb[1] - v[1] * wvb[0];
+    vb[0] += wvb[1] * w[2] - wvb[2] * w[1];
+    vb[1] += wvb[2] * w[0] - wvb[0] * w[2];
+    vb[2] += wvb[0] * w[1] - wvb[1] * w[0];
+    // R's own: dR/dq = c W + s W^2; dR/dW = s dW + (1 - c) (dW W + W dW)
+    double G[3][3];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        dq += Rb[i][j] * (c * W[i][j] + s * W2[i][j]);
+        double RWt = 0, WtR = 0;
+        for (int l = 0; l < 3; ++l) {
+          RWt += Rb[i][l] * W[j][l];
+          WtR += W[l][i] * Rb[l][j];
+        }
+        G[i][j] = s * Rb[i][j] + (1 - c) * (RWt + WtR);
+      }
+    wb[0] += G[2][1] - G[1][2];
+    wb[1] += G[0][2] - G[2][0];
+    wb[2] += G[1][0] - G[0][1];
+    qk[0] += dq;
+    for (int i = 0; i < 3; ++i) {
+      axb[i] += wb[i];
+      axb[3 + i] += vb[i];
+    }
+  }
+}
+
+// The node inertias' cotangents Ib (compact, per node) taken on to the bodies'
+// inertias (inb) and, for bodies welded by fixed joints, their placements (make_tree).
+void node_inertias_adjoint(const Tree& t, const int32_t* bn, const int32_t* fx, int nb,
+                           const double* inertia, const double* Ib, double* XEb,
+                           double* Xrb, double* inb) {
+  for (int b = 1; b < nb; ++b) {
+    if (bn[b] == 0) continue;
+    const double* cb = Ib + 10 * bn[b];
+    double* out = inb + 10 * b;
+    if (!fx[b]) {
+      for (int i = 0; i < 10; ++i) out[i] += cb[i];
+      continue;
+    }
+    const double* I = inertia + 10 * b;
+    const double m = I[0];
+    const double h[3] = {I[1], I[2], I[3]};
+    const double Io[3][3] = {{I[4], I[5], I[7]}, {I[5], I[6], I[8]}, {I[7], I[8], I[9]}};
+    const double* E = t.E + 9 * b;
+    const double* p = t.r + 3 * b;
+    // the symmetric matrix whose inner product with I_o gives the compact cotangent
+    const double G[3][3] = {{cb[4], cb[5] / 2, cb[7] / 2},
+                            {cb[5] / 2, cb[6], cb[8] / 2},
+                            {cb[7] / 2, cb[8] / 2, cb[9]}};
+    const double trG = G[0][0] + G[1][1] + G[2][2];
+    double hp[3], Gp[3], Ghp[3], hpb[3], pb[3];
+    for (int i = 0; i < 3; ++i) hp[i] = E[i] * h[0] + E[3 + i] * h[1] + E[6 + i] * h[2];
+    double pp = 0, ph = 0, pGp = 0, phn = 0;
+    for (int i = 0; i < 3; ++i) {
+      Gp[i] = G[i][0] * p[0] + G[i][1] * p[1] + G[i][2] * p[2];
+      Ghp[i] = G[i][0] * hp[0] + G[i][1] * hp[1] + G[i][2] * hp[2];
+      pp += p[i] * p[i];
+      ph += p[i] * hp[i];
+      phn += p[i] * cb[1 + i];
+    }
+    for (int i = 0; i < 3; ++i) pGp += p[i] * Gp[i];
+    // I_0 = E^T I_o E + (m |p|^2 + 2 p.h') 1 - m p p^T - h' p^T - p h'^T, h_0 = h' + m p
+    double mb = cb[0] + pp * trG - pGp + phn;
+    for (int i = 0; i < 3; ++i) {
+      pb[i] = 2 * m * p[i] * trG + 2 * hp[i] * trG - 2 * m * Gp[i] - 2 * Ghp[i] + m * cb[1 + i];
+      hpb[i] = 2 * p[i] * trG - 2 * Gp[i] + cb[1 + i];
+    }
+    (void)ph;
+    out[0] += mb;
+    // h' = E^T h; I_p = E^T I_o E: I_o's cotangent E G E^T, E's 2 I_o E G + h h'b^T
+    double EG[3][3], Iob[3][3], IoE[3][3];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        EG[i][j] = E[3 * i] * G[0][j] + E[3 * i + 1] * G[1][j] + E[3 * i + 2] * G[2][j];
+        IoE[i][j] = Io[i][0] * E[j] + Io[i][1] * E[3 + j] + Io[i][2] * E[6 + j];
+      }
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        Iob[i][j] = EG[i][0] * E[3 * j] + EG[i][1] * E[3 * j + 1] + EG[i][2] * E[3 * j + 2];
+    for (int i = 0; i < 3; ++i) {
+      out[1 + i] += E[3 * i] * hpb[0] + E[3 * i + 1] * hpb[1] + E[3 * i + 2] * hpb[2];
+      for (int j = 0; j < 3; ++j) {
+        double x = h[i] * hpb[j];
+        for (int l = 0; l < 3; ++l) x += 2 * IoE[i][l] * G[l][j];
+        XEb[9 * b + 3 * i + j] += x;
+      }
+      Xrb[3 * b + i] += pb[i];
+    }
+    out[4] += Iob[0][0];
+    out[5] += Iob[0][1] + Iob[1][0];
+    out[6] += Iob[1][1];
+    out[7] += Iob[0][2] + Iob[2][0];
+    out[8] += Iob[1][2] + Iob[2][1];
+    out[9] += Iob[2][2];
+  }
+}
+
+// The vector-Jacobian product of inverse dynamics: for the cotangent lam of tau, the
+// cotangents of qd, qdd and of the per-node quantities the recursion reads: Xup = X(E, r)
+// (E (nn, 3, 3), r (nn, 3)), S (nn, 6), the node inertias (nn, 10, compact), gravity and
+// the armature. jaxrbd._core.ffi takes them on to the model's leaves and q through the
+// per-node maps (jaxrbd._core.nodes.Xup_and_S, jcalc.node_inertias). The reverse sweep of
+// Rnea's two passes, Griewank & Walther (2008) in Featherstone's notation.
+ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+                   ffi::Buffer<ffi::F64> qdd_b, ffi::Buffer<ffi::F64> lam_b,
+                   ffi::ResultBuffer<ffi::F64> XEb_b, ffi::ResultBuffer<ffi::F64> Xrb_b,
+                   ffi::ResultBuffer<ffi::F64> inertiab_b, ffi::ResultBuffer<ffi::F64> axesb_b,
+                   ffi::ResultBuffer<ffi::F64> armb_b, ffi::ResultBuffer<ffi::F64> gb_b,
+                   ffi::ResultBuffer<ffi::F64> qb_b, ffi::ResultBuffer<ffi::F64> qdb_b,
+                   ffi::ResultBuffer<ffi::F64> qddb_b) {
+  Tree t = MODEL_TREE;
+  const int nn = t.nn;
+  const double* qd = qd_b.typed_data();
+  const double* qdd = qdd_b.typed_data();
+  const double* lam = lam_b.typed_data();
+  const double* arm = armature_b.typed_data();
+  const double* g = gravity_b.typed_data();
+  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
+  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
+  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
+  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
+  std::vector<double>& F = scratch<6>(6 * nn, 0.0);
+  std::vector<double>& Fb = scratch<5>(6 * nn, 0.0);
+  std::vector<double>& ab = scratch<7>(6 * nn, 0.0);
+  std::vector<double>& vb = scratch<8>(6 * nn, 0.0);
+  std::vector<double>& wb = scratch<9>(6 * nn, 0.0);
+  double* qdb = qdb_b->typed_data();
+  double* qddb = qddb_b->typed_data();
+  double* gb = gb_b->typed_data();
+  double* armb = armb_b->typed_data();
+  // the cotangents of what the recursion reads per node: Xup = X(E, r), S, inertia
+  double* Eb = scratch<11>(9 * nn, 0.0).data();
+  double* rb = scratch<12>(3 * nn, 0.0).data();
+  double* Sb = scratch<13>(6 * nn, 0.0).data();
+  double* Ib = scratch<14>(10 * nn, 0.0).data();
+  // the primal passes (Rnea), keeping a, v and the subtree forces F
+  velocities(t, q_b.typed_data(), qd, Xup, v, vJc);
+  a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
+  for (int k = 1; k < nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
+    double ap[6], c[6], Iv[6], Ia[6], vIv[6];
+    apply(Xup[k], &a[6 * t.parent[k]], ap);
+    cross_motion(&v[6 * k], &vJc[6 * k], c);
+    for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * qdd[k - 1] + c[i];
+    mv(t.I[k], &a[6 * k], Ia);
+    mv(t.I[k], &v[6 * k], Iv);
+    cross_force(&v[6 * k], Iv, vIv);
+    for (int i = 0; i < 6; ++i) F[6 * k + i] = Ia[i] + vIv[i];
+  }
+  for (int k = nn - 1; k >= 1; --k) {
+    if (t.parent[k] == 0) continue;
+    double fp[6];
+    apply_T(Xup[k], &F[6 * k], fp);
+    for (int i = 0; i < 6; ++i) F[6 * t.parent[k] + i] += fp[i];
+  }
+  // adjoint of the force pass, root to leaves: Fb_k = S_k lam_k + Xup_k Fb_p, and of
+  // f_k = I_k a_k + v_k x* (I_k v_k) at every node
+  for (int k = 1; k < nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
+    const int p = t.parent[k];
+    double* Fbk = &Fb[6 * k];
+    if (p != 0) {
+      apply(Xup[k], &Fb[6 * p], Fbk);
+      apply_adjoint(Xup[k], &Fb[6 * p], &F[6 * k], &Eb[9 * k], &rb[3 * k]);
+    } else {
+      for (int i = 0; i < 6; ++i) Fbk[i] = 0;
+    }
+    for (int i = 0; i < 6; ++i) {
+      Fbk[i] += S[i] * lam[k - 1];
+      Sb[6 * k + i] = lam[k - 1] * F[6 * k + i];
+    }
+    armb[k - 1] = lam[k - 1] * qdd[k - 1];
+    qddb[k - 1] = arm[k - 1] * lam[k - 1];
+    qdb[k - 1] = 0;
+    // f = I a + v x* h, h = I v: ab += I Fb; vb += -(Fb x* h) + I hb, hb = -(v x Fb)
+    const double* vk = &v[6 * k];
+    double IFb[6], h[6], Fbh[6], hb[6], Ihb[6];
+    mv(t.I[k], Fbk, IFb);
+    mv(t.I[k], vk, h);
+    cross_force(Fbk, h, Fbh);
+    cross_motion(vk, Fbk, hb);
+    for (int i = 0; i < 6; ++i) hb[i] = -hb[i];
+    mv(t.I[k], hb, Ihb);
+    for (int i = 0; i < 6; ++i) {
+      ab[6 * k + i] = IFb[i];
+      vb[6 * k + i] = Ihb[i] - Fbh[i];
+      wb[6 * k + i] = 0;
+    }
+    inertia_adjoint(Fbk, &a[6 * k], &Ib[10 * k]);
+    inertia_adjoint(hb, vk, &Ib[10 * k]);
+  }
+  for (int i = 0; i < 6; ++i) ab[i] = vb[i] = wb[i] = 0;
+  // adjoint of the motion pass, leaves to root: a_k = Xup_k a_p + S_k qdd_k + v_k x w_k
+  // (w_k = vJc_k), v_k = Xup_k v_p + S_k qd_k
+  for (int k = nn - 1; k >= 1; --k) {
+    const double* S = t.axes + 6 * (k - 1);
+    const int p = t.parent[k];
+    double* abk = &ab[6 * k];
+    double* vbk = &vb[6 * k];
+    double s = 0;
+    for (int i = 0; i < 6; ++i) {
+      s += S[i] * abk[i];
+      Sb[6 * k + i] += qdd[k - 1] * abk[i];
+    }
+    qddb[k - 1] += s;
+    // c = v x w: wb += -(v x* cb), vb += w x* cb (cb = ab)
+    double vc[6], wc[6];
+    cross_force(&v[6 * k], abk, vc);
+    cross_force(&vJc[6 * k], abk, wc);
+    for (int i = 0; i < 6; ++i) {
+      wb[6 * k + i] -= vc[i];
+      vbk[i] += wc[i];
+    }
+    double tp[6];
+    apply_T(Xup[k], abk, tp);
+    apply_adjoint(Xup[k], &a[6 * p], abk, &Eb[9 * k], &rb[3 * k]);
+    for (int i = 0; i < 6; ++i) ab[6 * p + i] += tp[i];
+    s = 0;
+    for (int i = 0; i < 6; ++i) {
+      s += S[i] * vbk[i];
+      Sb[6 * k + i] += qd[k - 1] * vbk[i];
+    }
+    qdb[k - 1] += s;
+    apply_T(Xup[k], vbk, tp);
+    apply_adjoint(Xup[k], &v[6 * p], vbk, &Eb[9 * k], &rb[3 * k]);
+    for (int i = 0; i < 6; ++i) vb[6 * p + i] += tp[i];
+  }
+  // the joint velocities each bias target collects: w_b = sum_j S_j qd_j (bias_to[j] = b)
+  for (int k = 1; k < nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
+    const double* w = &wb[6 * t.bias_to[k]];
+    double s = 0;
+    for (int i = 0; i < 6; ++i) {
+      s += S[i] * w[i];
+      Sb[6 * k + i] += qd[k - 1] * w[i];
+    }
+    qdb[k - 1] += s;
+  }
+  gb[0] = -ab[3]; gb[1] = -ab[4]; gb[2] = -ab[5];
+  // on to the model's leaves and q (the per-node maps of Xup_and_S and node_inertias)
+  const int nb = static_cast<int>(body_node.element_count());
+  double* XEb = XEb_b->typed_data();
+  double* Xrb = Xrb_b->typed_data();
+  double* inb = inertiab_b->typed_data();
+  double* axb = axesb_b->typed_data();
+  double* qb = qb_b->typed_data();
+  for (int i = 0; i < 9 * nb; ++i) XEb[i] = 0;
+  for (int i = 0; i < 3 * nb; ++i) Xrb[i] = 0;
+  for (int i = 0; i < 10 * nb; ++i) inb[i] = 0;
+  for (int i = 0; i < 6 * (nn - 1); ++i) axb[i] = 0;
+  for (int i = 0; i < static_cast<int>(q_b.element_count()); ++i) qb[i] = 0;
+  for (int k = 1; k < nn; ++k)
+    joint_transform_adjoint(t, k, q_b.typed_data(), &Eb[9 * k], &rb[3 * k], &Sb[6 * k], XEb,
+                            Xrb, &axb[6 * (k - 1)], qb);
+  node_inertias_adjoint(t, body_node.typed_data(), fixed.typed_data(), nb,
+                        inertia.typed_data(), Ib, XEb, Xrb, inb);
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 // The model's buffers in a binding (the order of MODEL_ARGS).
@@ -497,3 +880,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdCrba, Crba,
                               BIND_MODEL(ffi::Ffi::Bind())
                                   .Arg<ffi::Buffer<ffi::F64>>()  // q
                                   .Ret<ffi::Buffer<ffi::F64>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRneaVjp, RneaVjp,
+                              BIND_MODEL(ffi::Ffi::Bind())
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // q
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // qd
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // qdd
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // lam
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // Xtree_E
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // Xtree_r
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // inertia
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // axes
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // armature
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // gravity
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // q
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // qd
+                                  .Ret<ffi::Buffer<ffi::F64>>()); // qdd
