@@ -45,6 +45,7 @@ from jax import Array
 
 from ._aba import node_armature, project
 from ._core import algebra as al
+from ._core import ffi
 from ._core.backend import CHUNK
 from ._core.checks import check_f_ext, check_state
 from ._core.jcalc import custom_columns, euler_S, joint_velocity_terms, node_inertias
@@ -596,15 +597,21 @@ fd_and_derivatives_batched = _two_phase(_fdq_vectors, _fdq_matrices)
 id_and_derivatives_batched = _two_phase(_idq_vectors, _idq_matrices)
 
 
-def _native(impl):
-    return native_vmap(impl, batch_first=True)
+def _native(impl, kernel=None):
+    return native_vmap(impl, batch_first=True, kernel=kernel)
 
 
-# single-state functions; ``f_ext`` may be None (`native_vmap`'s optional arguments)
-_fdd = _native(fd_derivatives_batched)
+def _fdd_kernel(model, q, qd, tau, f_ext=None):
+    out = ffi.fd_derivatives(model, q, qd, tau, f_ext)
+    return None if out is None else out[1:]
+
+
+# single-state functions; ``f_ext`` may be None (`native_vmap`'s optional arguments);
+# under ``traversal="kernel"`` the forward-dynamics ones run one native kernel
+_fdd = _native(fd_derivatives_batched, kernel=_fdd_kernel)
 _idd = _native(id_derivatives_batched)
 _fdp = _native(fd_parameter_derivatives_batched)
-_fdq = _native(fd_and_derivatives_batched)
+_fdq = _native(fd_and_derivatives_batched, kernel=ffi.fd_derivatives)
 _idq = _native(id_and_derivatives_batched)
 
 

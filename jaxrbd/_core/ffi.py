@@ -12,9 +12,12 @@ What runs natively, and what does not:
   state, float64, on the CPU, without external forces, for models whose joints are screw
   joints (revolute, prismatic, helical), free, spherical or ``translation_xyz`` joints
   (`supported`), and whatever calls them for one state (`jaxrbd.rollout`'s steps, ...);
+* `jaxrbd.forward_dynamics_derivatives` of one state (`fd_derivatives`);
+* reverse-mode derivatives of one state's forward and inverse dynamics: the reverse
+  sweep of RNEA (`rnea_vjp`) and the ABA kernel as ``H^-1`` (`jaxrbd._kernel_rules`);
 * everything else runs the ``"auto"`` program, with the same results: other functions,
-  batches (`jax.vmap` takes the batched XLA path), derivatives (`jax.jvp`, `jax.grad`
-  differentiate the XLA program, `jaxrbd._core.native_vmap`), float32, other devices,
+  batches (`jax.vmap` takes the batched XLA path), forward-mode derivatives (`jax.jvp`
+  differentiates the XLA program, `jaxrbd._core.native_vmap`), float32, other devices,
   Euler and custom joints.
 
 The C++ source is compiled at first use with the host's C++ compiler (``$CXX``, else
@@ -46,7 +49,7 @@ from .backend import on_cpu
 from .topology import topology
 
 __all__ = ["NODE_KINDS", "KernelBuildError", "aba", "crba", "library", "node_tables", "rnea",
-           "rnea_vjp", "supported"]
+           "fd_derivatives", "rnea_vjp", "supported"]
 
 SOURCE = pathlib.Path(__file__).with_name("ffi_kernels.cc")
 
@@ -57,7 +60,8 @@ NODE_KINDS = {"world": 0, "screw": 1, "free": 2, "spherical": 3, "inner": 4,
 
 #: the XLA FFI targets of ``ffi_kernels.cc``: (registered name, exported symbol)
 TARGETS = (("jaxrbd_aba", "JaxrbdAba"), ("jaxrbd_rnea", "JaxrbdRnea"),
-           ("jaxrbd_crba", "JaxrbdCrba"), ("jaxrbd_rnea_vjp", "JaxrbdRneaVjp"))
+           ("jaxrbd_crba", "JaxrbdCrba"), ("jaxrbd_rnea_vjp", "JaxrbdRneaVjp"),
+           ("jaxrbd_fd_derivatives", "JaxrbdFdDerivatives"))
 
 #: flags of the build; the hash of the cached library includes them and, for
 #: ``-march=native``, the host CPU's features (`_cpu_features`), so that one cache
@@ -208,3 +212,24 @@ def rnea_vjp(model, q, qd, qdd, lam):
     call = jax.ffi.ffi_call("jaxrbd_rnea_vjp", [jax.ShapeDtypeStruct(s, f) for s in shapes],
                             vmap_method="sequential")
     return call(*_buffers(model), q, qd, qdd, lam)
+
+
+@functools.cache
+def _derivative_tables(t):
+    tables = (t.p, t.nu_node, t.lam_p_node, t.sub_q, t.anc_q, t.sub_v, t.anc_v)
+    return tuple(np.asarray(x, np.int32) for x in tables)
+
+
+def fd_derivatives(model, q, qd, tau, f_ext=None):
+    """``(qdd (nv,), d qdd / dq, d qdd / dqd, H^-1 (nv, nv))`` of one state by the native
+    kernel (`jaxrbd._derivatives`' algorithm; ``dq`` in tangent coordinates); ``None``
+    where it does not apply (`supported`)."""
+    if not supported(model, q, f_ext):
+        return None
+    nv, f = model.nv, q.dtype
+    tables = tuple(jnp.asarray(x) for x in _derivative_tables(topology(model)))
+    shapes = [(nv,), (nv, nv), (nv, nv), (nv, nv)]
+    call = jax.ffi.ffi_call("jaxrbd_fd_derivatives",
+                            [jax.ShapeDtypeStruct(s, f) for s in shapes],
+                            vmap_method="sequential")
+    return tuple(call(*_buffers(model), *tables, q, qd, tau))

@@ -844,6 +844,294 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
   return ffi::Error::Success();
 }
 
+
+// X^-1 m = [E^T w; E^T v + r x E^T w]: a node-frame motion vector in world coordinates.
+void apply_inv(const Xf& X, const double* m, double* o) {
+  for (int i = 0; i < 3; ++i) {
+    o[i] = X.E[0][i] * m[0] + X.E[1][i] * m[1] + X.E[2][i] * m[2];
+    o[3 + i] = X.E[0][i] * m[3] + X.E[1][i] * m[4] + X.E[2][i] * m[5];
+  }
+  const double* r = X.r;
+  o[3] += r[1] * o[2] - r[2] * o[1];
+  o[4] += r[2] * o[0] - r[0] * o[2];
+  o[5] += r[0] * o[1] - r[1] * o[0];
+}
+
+double dot6(const double* a, const double* b) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5];
+}
+
+void cross3(const double* a, const double* b, double* o) {
+  o[0] = a[1] * b[2] - a[2] * b[1];
+  o[1] = a[2] * b[0] - a[0] * b[2];
+  o[2] = a[0] * b[1] - a[1] * b[0];
+}
+
+// The derivatives of forward dynamics, Carpentier & Mansard (2018) in world coordinates
+// as jaxrbd._derivatives computes them (its docstring has the derivation): qdd,
+// d qdd / dq (tangent coordinates), d qdd / dqd and H^-1, all (nv, nv) row-major.
+// Tables per DoF i: p[i] (the DoF a tangent step of i moves), nu[i], lam[i] (nodes: the
+// last node of its joint and that node's parent), and the (nv, nv) masks sub_q, anc_q,
+// sub_v, anc_v of jaxrbd._core.topology.
+ffi::Error FdDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi::S32> nu_b,
+                         ffi::Buffer<ffi::S32> lam_b, ffi::Buffer<ffi::S32> subq_b,
+                         ffi::Buffer<ffi::S32> ancq_b, ffi::Buffer<ffi::S32> subv_b,
+                         ffi::Buffer<ffi::S32> ancv_b, ffi::Buffer<ffi::F64> q_b,
+                         ffi::Buffer<ffi::F64> qd_b, ffi::Buffer<ffi::F64> tau_b,
+                         ffi::ResultBuffer<ffi::F64> qdd_b, ffi::ResultBuffer<ffi::F64> Jq_b,
+                         ffi::ResultBuffer<ffi::F64> Jv_b, ffi::ResultBuffer<ffi::F64> Minv_b) {
+  Tree t = MODEL_TREE;
+  const int nn = t.nn, nv = nn - 1;
+  const double* qd = qd_b.typed_data();
+  const double* tau = tau_b.typed_data();
+  const double* arm = armature_b.typed_data();
+  const double* g = gravity_b.typed_data();
+  const int32_t *P = p_b.typed_data(), *NU = nu_b.typed_data(), *LAM = lam_b.typed_data();
+  const int32_t *subq = subq_b.typed_data(), *ancq = ancq_b.typed_data();
+  const int32_t *subv = subv_b.typed_data(), *ancv = ancv_b.typed_data();
+  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
+  std::vector<Xf>& X0 = scratch<3>(nn, Xf{});
+  std::vector<double>& v = scratch<4>(6 * nn, 0.0);
+  std::vector<double>& vJc = scratch<5>(6 * nn, 0.0);
+  std::vector<double>& a = scratch<6>(6 * nn, 0.0);
+  std::vector<double>& vw = scratch<7>(6 * nn, 0.0);
+  std::vector<double>& aw = scratch<8>(6 * nn, 0.0);
+  std::vector<double>& Sw = scratch<9>(6 * nn, 0.0);
+  std::vector<Mat6>& Iw = scratch<10>(nn, Mat6{});
+  std::vector<Mat6>& IC = scratch<11>(nn, Mat6{});
+  std::vector<double>& A = scratch<12>(9 * nn, 0.0);   // composite angular block
+  std::vector<double>& Pm = scratch<13>(6 * nn, 0.0);  // composite momentum
+  std::vector<double>& G = scratch<14>(6 * nn, 0.0);   // composite force
+  std::vector<double>& y = scratch<15>(6 * nn, 0.0);
+  std::vector<double>& H = scratch<16>(nv * nv, 0.0);
+  std::vector<double>& dq = scratch<17>(nv * nv, 0.0);
+  std::vector<double>& dv = scratch<18>(nv * nv, 0.0);
+  std::vector<double>& vecs = scratch<19>(48 * nn, 0.0);  // per DoF: w u c Phi Psi z
+  double* qdd = qdd_b->typed_data();
+  // node velocities and accelerations at qdd = 0 (node frames), the world transforms
+  velocities(t, q_b.typed_data(), qd, Xup, v, vJc);
+  a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) X0[0].E[i][j] = (i == j);
+    X0[0].r[i] = 0;
+  }
+  for (int i = 0; i < 6; ++i) { aw[i] = a[i]; vw[i] = 0; }
+  for (int k = 1; k < nn; ++k) {
+    const int pk = t.parent[k];
+    double ap[6], c[6];
+    apply(Xup[k], &a[6 * pk], ap);
+    cross_motion(&v[6 * k], &vJc[6 * k], c);
+    for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + c[i];
+    // X0_k = Xup_k X0_p: E = E_k E_p, r = r_p + E_p^T r_k
+    const Xf &Xk = Xup[k], &Xp = X0[pk];
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j)
+        X0[k].E[i][j] = Xk.E[i][0] * Xp.E[0][j] + Xk.E[i][1] * Xp.E[1][j] + Xk.E[i][2] * Xp.E[2][j];
+      X0[k].r[i] = Xp.r[i] + Xp.E[0][i] * Xk.r[0] + Xp.E[1][i] * Xk.r[1] + Xp.E[2][i] * Xk.r[2];
+    }
+    X0[k].identity = false;
+    apply_inv(X0[k], &v[6 * k], &vw[6 * k]);
+    apply_inv(X0[k], &a[6 * k], &aw[6 * k]);
+    apply_inv(X0[k], t.axes + 6 * (k - 1), &Sw[6 * k]);
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) Iw[k].m[i][j] = 0;
+    add_congruence(X0[k], t.I[k], Iw[k]);
+  }
+  // per node: momentum, force, the angular block of I crm(v) + crm(v)^T I; then
+  // subtree sums (one frame: no transforms)
+  auto node_force = [&](int k, double* f) {
+    double Ia[6], Pk[6], vP[6];
+    mv(Iw[k], &aw[6 * k], Ia);
+    mv(Iw[k], &vw[6 * k], Pk);
+    cross_force(&vw[6 * k], Pk, vP);
+    for (int i = 0; i < 6; ++i) f[i] = Ia[i] + vP[i];
+  };
+  for (int k = 1; k < nn; ++k) {
+    const Mat6& I = Iw[k];
+    const double* vk = &vw[6 * k];
+    mv(I, vk, &Pm[6 * k]);
+    node_force(k, &G[6 * k]);
+    IC[k] = I;
+    const double h[3] = {I.m[2][4], I.m[0][5], I.m[1][3]};
+    const double* w = vk;
+    const double* nu = vk + 3;
+    const double hn = h[0] * nu[0] + h[1] * nu[1] + h[2] * nu[2];
+    double Ix[3][3], W[3][3];
+    skew(w, W);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        Ix[i][j] = I.m[i][0] * W[0][j] + I.m[i][1] * W[1][j] + I.m[i][2] * W[2][j];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        A[9 * k + 3 * i + j] = Ix[i][j] + Ix[j][i] + nu[i] * h[j] + h[i] * nu[j] - 2 * hn * (i == j);
+  }
+  for (int k = nn - 1; k >= 1; --k) {
+    const int pk = t.parent[k];
+    if (pk == 0) continue;
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) IC[pk].m[i][j] += IC[k].m[i][j];
+    for (int i = 0; i < 9; ++i) A[9 * pk + i] += A[9 * k + i];
+    for (int i = 0; i < 6; ++i) {
+      Pm[6 * pk + i] += Pm[6 * k + i];
+      G[6 * pk + i] += G[6 * k + i];
+    }
+  }
+  // H (y_i . S_j on the ancestors), its Cholesky factor, qdd = H^-1 (tau - S . G)
+  for (int k = 1; k < nn; ++k) mv(IC[k], &Sw[6 * k], &y[6 * k]);
+  for (int i = 0; i < nv; ++i)
+    for (int j = 0; j < nv; ++j) {
+      const int e = i * nv + j;
+      H[e] = subv[e] ? dot6(&y[6 * (i + 1)], &Sw[6 * (j + 1)])
+                     : (ancv[e] ? dot6(&y[6 * (j + 1)], &Sw[6 * (i + 1)]) : 0.0);
+    }
+  for (int i = 0; i < nv; ++i) H[i * nv + i] += arm[i];
+  double* L = H.data();  // in place, lower triangle
+  for (int j = 0; j < nv; ++j) {
+    double d = L[j * nv + j];
+    for (int l = 0; l < j; ++l) d -= L[j * nv + l] * L[j * nv + l];
+    d = std::sqrt(d);
+    L[j * nv + j] = d;
+    for (int i = j + 1; i < nv; ++i) {
+      double x = L[i * nv + j];
+      for (int l = 0; l < j; ++l) x -= L[i * nv + l] * L[j * nv + l];
+      L[i * nv + j] = x / d;
+    }
+  }
+  for (int i = 0; i < nv; ++i) qdd[i] = tau[i] - dot6(&Sw[6 * (i + 1)], &G[6 * (i + 1)]);
+  for (int i = 0; i < nv; ++i) {  // L z = b, L^T x = z
+    double x = qdd[i];
+    for (int l = 0; l < i; ++l) x -= L[i * nv + l] * qdd[l];
+    qdd[i] = x / L[i * nv + i];
+  }
+  for (int i = nv - 1; i >= 0; --i) {
+    double x = qdd[i];
+    for (int l = i + 1; l < nv; ++l) x -= L[l * nv + i] * qdd[l];
+    qdd[i] = x / L[i * nv + i];
+  }
+  // the accelerations qdd adds along each path, and the forces they take
+  std::vector<double>& alpha = scratch<20>(6 * nn, 0.0);
+  for (int k = 1; k < nn; ++k) {
+    const int pk = t.parent[k];
+    for (int i = 0; i < 6; ++i) {
+      alpha[6 * k + i] = alpha[6 * pk + i] + Sw[6 * k + i] * qdd[k - 1];
+      aw[6 * k + i] += alpha[6 * k + i];
+    }
+  }
+  for (int k = 1; k < nn; ++k) node_force(k, &G[6 * k]);
+  for (int k = nn - 1; k >= 1; --k) {
+    const int pk = t.parent[k];
+    if (pk == 0) continue;
+    for (int i = 0; i < 6; ++i) G[6 * pk + i] += G[6 * k + i];
+  }
+  // BC u = [(A + P_w x) u_w; 2 P_v x u_w] of the composites at node k
+  auto bc_mul = [&](int k, const double* uw, double* o) {
+    const double* Ak = &A[9 * k];
+    const double* Pk = &Pm[6 * k];
+    double c1[3], c2[3];
+    cross3(Pk, uw, c1);
+    cross3(Pk + 3, uw, c2);
+    for (int i = 0; i < 3; ++i) {
+      o[i] = Ak[3 * i] * uw[0] + Ak[3 * i + 1] * uw[1] + Ak[3 * i + 2] * uw[2] + c1[i];
+      o[3 + i] = 2 * c2[i];
+    }
+  };
+  // per DoF: the direction vectors (w, u, c, Phi, Psi) and z
+  for (int i = 0; i < nv; ++i) {
+    const int k = i + 1;
+    const double* S = &Sw[6 * k];
+    const double* vb = &vw[6 * LAM[i]];
+    const double* ab = &aw[6 * LAM[i]];
+    double* w = &vecs[48 * i];
+    double* u = w + 6;
+    double* c = w + 12;
+    double* Phi = w + 18;
+    double* Psi = w + 24;
+    double* z = w + 30;
+    double Sab[6], uvb[6], vsum[6], tmp[6], tmp2[6];
+    cross_motion(S, vb, u);
+    cross_motion(S, ab, Sab);
+    cross_motion(u, vb, uvb);
+    for (int l = 0; l < 6; ++l) {
+      w[l] = Sab[l] - uvb[l];
+      vsum[l] = vw[6 * NU[i] + l] + vb[l];
+    }
+    cross_motion(vsum, S, c);
+    const int pp = P[i] + 1;  // the node of the DoF a q-step moves
+    cross_force(S, &G[6 * pp], Phi);
+    mv(IC[pp], w, tmp);
+    bc_mul(pp, u, tmp2);
+    for (int l = 0; l < 6; ++l) Phi[l] += tmp2[l] - tmp[l];
+    mv(IC[k], c, Psi);
+    bc_mul(k, S, tmp2);
+    for (int l = 0; l < 6; ++l) Psi[l] -= tmp2[l];
+    // z = A S_w + S_w x P_w + 2 S_v x P_v (composites at k)
+    const double* Ak = &A[9 * k];
+    const double* Pk = &Pm[6 * k];
+    double c1[3], c2[3];
+    cross3(S, Pk, c1);
+    cross3(S + 3, Pk + 3, c2);
+    for (int l = 0; l < 3; ++l)
+      z[l] = Ak[3 * l] * S[0] + Ak[3 * l + 1] * S[1] + Ak[3 * l + 2] * S[2] + c1[l] + 2 * c2[l];
+  }
+  // -d tau / dq, -d tau / dqd: dot products of a DoF's vectors with a direction's
+  for (int i = 0; i < nv; ++i) {
+    const double* yi = &y[6 * (i + 1)];
+    const double* Si = &Sw[6 * (i + 1)];
+    const double* zi = &vecs[48 * i + 30];
+    for (int j = 0; j < nv; ++j) {
+      const int e = i * nv + j;
+      const double* wj = &vecs[48 * j];
+      const double* uj = wj + 6;
+      const double* cj = wj + 12;
+      const double* Sj = &Sw[6 * (j + 1)];
+      double x = 0;
+      if (subq[e])  // P_q . Q_q with P_q = [-y, z], Q_q = -[w, u_w]
+        x = dot6(yi, wj) - (zi[0] * uj[0] + zi[1] * uj[1] + zi[2] * uj[2]);
+      else if (ancq[e])
+        x = -dot6(Si, wj + 18);
+      dq[e] = x;
+      x = 0;
+      if (subv[e])  // P_v . Q_v with P_v = [-z, y], Q_v = -[S_w, c]
+        x = (zi[0] * Sj[0] + zi[1] * Sj[1] + zi[2] * Sj[2]) - dot6(yi, cj);
+      else if (ancv[e])
+        x = -dot6(Si, wj + 24);
+      dv[e] = x;
+    }
+  }
+  // H^-1 = L^-T L^-1 (Linv in the upper triangle of a scratch), then the products
+  double* Minv = Minv_b->typed_data();
+  std::vector<double>& Li = scratch<21>(nv * nv, 0.0);
+  for (int j = 0; j < nv; ++j) {  // column j of L^-1
+    Li[j * nv + j] = 1.0 / L[j * nv + j];
+    for (int i = j + 1; i < nv; ++i) {
+      double x = 0;
+      for (int l = j; l < i; ++l) x -= L[i * nv + l] * Li[l * nv + j];
+      Li[i * nv + j] = x / L[i * nv + i];
+    }
+  }
+  for (int i = 0; i < nv; ++i)
+    for (int j = 0; j <= i; ++j) {
+      double x = 0;
+      for (int l = i; l < nv; ++l) x += Li[l * nv + i] * Li[l * nv + j];
+      Minv[i * nv + j] = x;
+      Minv[j * nv + i] = x;
+    }
+  double* Jq = Jq_b->typed_data();
+  double* Jv = Jv_b->typed_data();
+  for (int i = 0; i < nv * nv; ++i) Jq[i] = Jv[i] = 0;
+  for (int i = 0; i < nv; ++i)
+    for (int l = 0; l < nv; ++l) {
+      const double m = Minv[i * nv + l];
+      const double* dql = &dq[l * nv];
+      const double* dvl = &dv[l * nv];
+      for (int j = 0; j < nv; ++j) {
+        Jq[i * nv + j] += m * dql[j];
+        Jv[i * nv + j] += m * dvl[j];
+      }
+    }
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 // The model's buffers in a binding (the order of MODEL_ARGS).
@@ -896,3 +1184,20 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRneaVjp, RneaVjp,
                                   .Ret<ffi::Buffer<ffi::F64>>()  // q
                                   .Ret<ffi::Buffer<ffi::F64>>()  // qd
                                   .Ret<ffi::Buffer<ffi::F64>>()); // qdd
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdFdDerivatives, FdDerivatives,
+                              BIND_MODEL(ffi::Ffi::Bind())
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // p
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // nu_node
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // lam_p_node
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // sub_q
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // anc_q
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // sub_v
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // anc_v
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // q
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // qd
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // tau
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // qdd
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // d qdd / dq
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // d qdd / dqd
+                                  .Ret<ffi::Buffer<ffi::F64>>()); // H^-1
