@@ -291,10 +291,49 @@ def test_consistent_fit_recovers_torques_and_is_consistent(arm, data):
     strong = ident.consistent_fit(prior, Y, tau + noise, FM, prior_weight=1e12)
     np.testing.assert_allclose(strong.model.inertia, prior.inertia, rtol=1e-3, atol=1e-6)
     np.testing.assert_allclose(fit.model.damping, arm.damping, rtol=0.05)
+    # dissipative by default: positive friction is recovered as it is, no bound active
+    assert fit.at_bound == ()
     with pytest.raises(ValueError, match="prior_weight must be > 0"):
         ident.consistent_fit(prior, Y, tau, FM, prior_weight=0.0)
     with pytest.raises(ValueError, match="columns, expected"):
         ident.consistent_fit(prior, Y[:, :-1], tau, FM)
+
+
+def test_consistent_fit_holds_friction_dissipative(arm, data):
+    """Torques that ask for a negative viscous (anti-damping) and a negative Coulomb
+    coefficient: the default fit holds both exactly at 0, where the data term's gradient
+    pushes outwards (a KKT point); ``dissipative=False`` recovers the negative values."""
+    _, _, _, _, Y, _ = data["train"]
+    nb = arm.nbodies
+    p = data["p_true"].copy()
+    k_visc, k_coul = 10 * nb + NV + 1, 10 * nb + 2 * NV + 2  # joint 2 viscous, 3 Coulomb
+    p[k_visc], p[k_coul] = -0.3, -0.2
+    tau = Y @ p + np.random.default_rng(5).normal(size=len(Y)) * 0.02
+    prior = eqx.tree_at(lambda m: (m.armature, m.damping, m.friction), arm,
+                        (jnp.zeros(NV), jnp.zeros(NV), jnp.zeros(NV)))
+    held = ident.consistent_fit(prior, Y, tau, FM, prior_weight=1e-2)
+    names = FM.column_names(arm)
+    assert {names[k_visc], names[k_coul]} <= set(held.at_bound), held.at_bound
+    ph = np.asarray(held.params)
+    assert ph[k_visc] == 0.0 and ph[k_coul] == 0.0
+    assert np.all(ph[10 * nb:10 * nb + 3 * NV] >= 0.0)  # armature, viscous, Coulomb
+    assert np.all(np.asarray(held.model.damping) >= 0) and np.all(held.model.friction >= 0)
+    w = np.tile(1.0 / held.joint_sigma, len(Y) // NV)
+    grad = 2.0 * (Y * w[:, None]).T @ (w * (Y @ ph - tau))
+    at = [names.index(n) for n in held.at_bound]
+    assert np.all(grad[at] > 0), grad[at]
+    free = ident.consistent_fit(prior, Y, tau, FM, prior_weight=1e-2, dissipative=False)
+    assert free.at_bound == ()
+    np.testing.assert_allclose(np.asarray(free.params)[[k_visc, k_coul]], [-0.3, -0.2],
+                               atol=0.01)
+    assert free.cost < held.cost
+    with pytest.raises(ValueError, match=r"start is below the lower bounds.*joint2.viscous"):
+        ident.consistent_fit(prior, Y, tau, FM, start=np.asarray(free.params))
+    # bounds in the general nonlinear least squares too
+    x, _, _ = jax.jit(lambda lo: ident.fit_residual(
+        lambda x: jnp.array([x[0] + 1.0, x[1] - 2.0]), jnp.zeros(2), lower=lo))(
+        jnp.array([0.0, -jnp.inf]))
+    np.testing.assert_allclose(x, [0.0, 2.0], atol=1e-12)
 
 
 def test_consistent_fit_recovers_nonlinear_friction(arm, data):
@@ -346,6 +385,9 @@ def test_consistent_fit_recovers_nonlinear_friction(arm, data):
     with pytest.raises(ValueError, match=r"nonlinear_start has shape \(3, 2\)"):
         ident.consistent_fit(prior, Y, tau, FM, nonlinear=sg, qd=qd,
                              nonlinear_start=np.zeros((NV, 2)))
+    with pytest.raises(ValueError, match=r"nonlinear_start is below the lower bounds.*"
+                                         r"joint1.phi1"):
+        ident.consistent_fit(prior, Y, tau, FM, nonlinear=sg, qd=qd, nonlinear_start=-phi)
     with pytest.raises(ValueError, match="kind must be one of"):
         ident.NonlinearFriction("lugre")
     with pytest.raises(ValueError, match="qd must be given"):

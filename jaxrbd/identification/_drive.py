@@ -115,6 +115,19 @@ class FrictionModel:
             return jnp.zeros((0,), model.dtype)
         return jnp.concatenate([vals[t] for t in self.terms])
 
+    def lower_bounds(self, nv: int):
+        """The lower bounds of a passive joint, `(n_columns(nv),)` numpy in column order:
+        armature, viscous and Coulomb coefficients ``>= 0`` (a rotor's inertia, and
+        friction that dissipates energy: ``tau_f qd >= 0`` at every velocity), offsets
+        free (``-inf``). `consistent_fit` holds them by default (``dissipative=True``).
+
+        Example:
+            >>> FrictionModel(armature=False).lower_bounds(2).tolist()
+            [0.0, 0.0, 0.0, 0.0, -inf, -inf]
+        """
+        lo = {"armature": 0.0, "viscous": 0.0, "coulomb": 0.0, "offset": -np.inf}
+        return np.repeat(np.array([lo[t] for t in self.terms], np.float64), int(nv))
+
     def column_names(self, model) -> tuple[str, ...]:
         """Names of all identification columns: ``"<body>.<param>"`` then
         ``"<joint>.<term>"``."""
@@ -320,6 +333,25 @@ class NonlinearFriction:
         if self.kind == "stribeck":
             theta[:, 1] = np.abs(theta[:, 1])
         return theta
+
+    def lower_bounds(self, nv: int):
+        """The lower bounds of dissipative parameters, `(nv, n_params)` numpy (``-inf``:
+        free), held by `consistent_fit` by default (``dissipative=True``):
+
+        * Stribeck: the excess ``fs - fc >= 0`` (the breakaway level is at least the
+          Coulomb level, so with ``fc >= 0`` the term opposes the motion); ``vs`` free
+          (only ``vs^2`` enters).
+        * sigmoid: ``phi1 >= 0`` and ``phi2 >= 0``, which make the curve increasing
+          through zero at ``qd = 0``, hence ``tau_f qd >= 0`` at every velocity
+          (``(phi1, phi2)`` and ``(-phi1, -phi2)`` give the same curve, so this is no
+          loss); ``phi3`` free.
+
+        Example:
+            >>> NonlinearFriction("sigmoid").lower_bounds(1).tolist()
+            [[0.0, 0.0, -inf]]
+        """
+        row = [0.0, -np.inf] if self.kind == "stribeck" else [0.0, 0.0, -np.inf]
+        return np.tile(np.asarray(row, np.float64), (int(nv), 1))
 
     def start(self, nv: int):
         """A neutral start `(nv, n_params)`: no Stribeck excess at ``vs = 0.1`` rad/s; a

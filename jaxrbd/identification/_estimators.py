@@ -175,26 +175,49 @@ class _LMState(NamedTuple):
     done: jax.Array
 
 
-def levenberg_marquardt(cost, normal, x0, max_iters, tol):
+def levenberg_marquardt(cost, normal, x0, max_iters, tol, lower=None):
     """Minimise ``cost(x)`` given ``normal(x) -> (f, g, H)``, the cost, its gradient and a
-    (Gauss-Newton or exact) Hessian: ``f(x + dx) ~ f + g.dx + dx^T H dx / 2``.
+    (Gauss-Newton or exact) Hessian: ``f(x + dx) ~ f + g.dx + dx^T H dx / 2``, optionally
+    subject to ``x >= lower`` (entries ``-inf`` leave a variable free).
 
     Each step solves ``(H + mu D) dx = -g`` with ``D = diag(|H_kk|)`` (Marquardt 1963);
     a step is taken if it reduces the cost by a fair part of the predicted reduction
     (``mu`` then shrinks as Nielsen 1999), else ``mu`` grows tenfold (this also rejects
     directions of negative curvature of an exact Hessian). Stops when an accepted step
-    changes the cost by less than ``tol`` relative, or after ``max_iters`` steps."""
+    changes the cost by less than ``tol`` relative, or after ``max_iters`` steps.
+
+    With ``lower`` the steps are projected (Bertsekas 1982): a variable at its bound
+    whose gradient pushes it further out is held there (its row and column leave the
+    system), the others take the damped Newton step, and the result is clipped onto the
+    bounds; the predicted reduction is that of the clipped step. Large ``mu`` makes the
+    step a scaled projected gradient step, which descends, so the iteration cannot stall
+    at a point that is not stationary on the bounded set. ``x0`` must satisfy the
+    bounds."""
+    lo = None if lower is None else jnp.asarray(lower, x0.dtype)
 
     def body(s):
         f, g, H = normal(s.x)
-        d = jnp.abs(jnp.diagonal(H))
-        A = H + s.mu * jnp.diag(d + 1e-12 * jnp.max(d))
-        dx = -jnp.linalg.solve(A, g)
+        if lo is None:
+            g_free, H_free = g, H
+        else:
+            held = (s.x <= lo) & (g > 0)
+            keep = ~held
+            g_free = jnp.where(keep, g, 0.0)
+            H_free = jnp.where(keep[:, None] & keep[None, :], H, 0.0) + jnp.diag(
+                held.astype(H.dtype))
+        d = jnp.abs(jnp.diagonal(H_free))
+        A = H_free + s.mu * jnp.diag(d + 1e-12 * jnp.max(d))
+        dx = -jnp.linalg.solve(A, g_free)
+        if lo is not None:
+            dx = jnp.maximum(s.x + dx, lo) - s.x
         f_new = cost(s.x + dx)
         pred = -(g @ dx + 0.5 * dx @ H @ dx)
         rho = (f - f_new) / jnp.where(pred > 0, pred, 1.0)
         ok = jnp.isfinite(f_new) & (f_new <= f) & (pred > 0) & (rho > 1e-4)
         x = jnp.where(ok, s.x + dx, s.x)
+        if lo is not None:
+            # exactly on the bound where the step was clipped (no rounding below it)
+            x = jnp.maximum(x, lo)
         f_next = jnp.where(ok, f_new, f)
         mu = jnp.where(ok, jnp.maximum(s.mu * jnp.maximum(1 / 3, 1 - (2 * rho - 1) ** 3), 1e-15),
                        s.mu * 10.0)
@@ -211,7 +234,7 @@ def levenberg_marquardt(cost, normal, x0, max_iters, tol):
     return jax.lax.while_loop(cond, body, s0)
 
 
-def fit_residual(residual, x0, *, max_iters: int = 100, tol: float = 1e-12):
+def fit_residual(residual, x0, *, lower=None, max_iters: int = 100, tol: float = 1e-12):
     """Nonlinear least squares ``min |residual(x)|^2`` by Levenberg-Marquardt with the
     exact Jacobian (`jax.jacfwd`, batched over the residual's entries): for the nonlinear
     joint models (`stribeck_friction`, `sigmoid_friction`) and any other differentiable
@@ -219,7 +242,9 @@ def fit_residual(residual, x0, *, max_iters: int = 100, tol: float = 1e-12):
 
     Args:
         residual: ``x (n,) -> r (m,)``, differentiable.
-        x0: `(n,)` start.
+        x0: `(n,)` start (``>= lower``).
+        lower: `(n,)` lower bounds (``-inf``: none), held by projected steps
+            (`levenberg_marquardt`), e.g. a friction coefficient ``>= 0``.
         max_iters: at most this many steps.
         tol: stop when a step reduces the cost by less than ``tol`` relative.
 
@@ -236,6 +261,11 @@ def fit_residual(residual, x0, *, max_iters: int = 100, tol: float = 1e-12):
         [0.5, 5.0, 0.04]
     """
     x0 = jnp.asarray(x0)
+    if lower is not None:
+        lower = jnp.broadcast_to(jnp.asarray(lower, x0.dtype), x0.shape)
+        if not isinstance(x0, jax.core.Tracer) and not isinstance(lower, jax.core.Tracer) \
+                and not bool(jnp.all(x0 >= lower)):
+            raise ValueError("x0 is below lower in some entries: start inside the bounds")
 
     def cost(x):
         r = residual(x)
@@ -246,7 +276,7 @@ def fit_residual(residual, x0, *, max_iters: int = 100, tol: float = 1e-12):
         J = jax.jacfwd(residual)(x)
         return r @ r, 2.0 * J.T @ r, 2.0 * J.T @ J
 
-    s = levenberg_marquardt(cost, normal, x0, max_iters, tol)
+    s = levenberg_marquardt(cost, normal, x0, max_iters, tol, lower)
     return s.x, s.f, s.it
 
 
@@ -317,6 +347,9 @@ class ConsistentFit(NamedTuple):
             by spheres for the start and the prior.
         nonlinear: the `NonlinearFriction` fitted with the linear parameters, or None.
         nonlinear_params: its parameters `(nv, n_params)` (None without one).
+        at_bound: names (``"<joint>.<term>"``, ``"<joint>.<parameter>"``) of the joint
+            terms held at their lower bound by ``dissipative`` (the data asked for less:
+            an active constraint).
     """
 
     params: jax.Array
@@ -329,6 +362,7 @@ class ConsistentFit(NamedTuple):
     replaced_prior: tuple[int, ...]
     nonlinear: NonlinearFriction | None = None
     nonlinear_params: np.ndarray | None = None
+    at_bound: tuple[str, ...] = ()
 
     def torques(self, Y, qd=None):
         """The predicted efforts `(T, nv)` of the stacked regressor ``Y`` `(T nv, P)`
@@ -385,7 +419,7 @@ def _divergence_curvature(pi):
 
 
 @functools.partial(jit, static_argnames=("max_iters",))
-def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, tol):
+def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, tol, lower):
     # z = [identified bodies' 10 parameters each, then the free linear terms]
     n_in = J0inv.shape[0] * 10
 
@@ -405,13 +439,13 @@ def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, 
         H = H.at[:n_in, :n_in].add(weight * Hblock)
         return cost(z), g, H
 
-    s = levenberg_marquardt(cost, normal, z0, max_iters, tol)
+    s = levenberg_marquardt(cost, normal, z0, max_iters, tol, lower)
     return s.x, s.f, s.it
 
 
 @functools.partial(jit, static_argnames=("max_iters", "nonlinear"))
 def _consistent_solve_nonlinear(G, Yw, tw, w, qd, x0, x_prior, J0inv, weight, ridge, max_iters,
-                                tol, nonlinear):
+                                tol, lower, nonlinear):
     # x = [z (as _consistent_solve), then the nonlinear parameters (nv, k) flattened];
     # Yw, tw: the weighted regressor's free columns and the weighted torques less the
     # fixed columns' part; G = Yw^T Yw
@@ -451,7 +485,7 @@ def _consistent_solve_nonlinear(G, Yw, tw, w, qd, x0, x_prior, J0inv, weight, ri
         H = H.at[:n_in, :n_in].add(weight * Hblock)
         return cost(x), g, H
 
-    s = levenberg_marquardt(cost, normal, x0, max_iters, tol)
+    s = levenberg_marquardt(cost, normal, x0, max_iters, tol, lower)
     return s.x, s.f, s.it
 
 
@@ -534,7 +568,8 @@ def _row_weights(joint_sigma, n):
 def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
                    prior_weight: float = 1.0, joint_sigma=None, start=None,
                    nonlinear: NonlinearFriction | None = None, qd=None, nonlinear_start=None,
-                   max_iters: int = 200, tol: float = 1e-12) -> ConsistentFit:
+                   dissipative: bool = True, max_iters: int = 200,
+                   tol: float = 1e-12) -> ConsistentFit:
     """Physically consistent identification with a prior towards the a priori model.
 
     Minimises, over the inertial parameters of the identified bodies (moving, with mass
@@ -574,6 +609,17 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
     step), plus the prior's exact Hessian. ``theta`` gets the same small ridge towards
     ``nonlinear_start``.
 
+    With ``dissipative`` (the default) the joint terms are those of a passive drive
+    train: armature, viscous and Coulomb coefficients ``>= 0``
+    (`FrictionModel.lower_bounds`), and the nonlinear term's Stribeck excess, or the
+    sigmoid's ``phi1`` and ``phi2``, ``>= 0`` (`NonlinearFriction.lower_bounds`), so the
+    friction torque never feeds energy into the motion (``tau_f qd >= 0``). A negative
+    viscous coefficient fits torques as well as any other number but makes every
+    simulation of the model unstable. The bounds are held exactly by projected steps
+    (`levenberg_marquardt`): the problem stays convex without a nonlinear term, and a
+    term that the data would push below its bound ends on it (``ConsistentFit.at_bound``
+    names them). The prior's joint terms are clipped onto the bounds.
+
     Args:
         model: the a priori `jaxrbd.Model` (structure, and the prior unless ``prior_model``).
         Y: `(T nv, P)` stacked regressor (`stacked_regressor`).
@@ -588,6 +634,8 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
         qd: `(T, nv)` velocities of ``Y``'s samples [rad/s], for ``nonlinear``.
         nonlinear_start: `(nv, nonlinear.n_params)` its start (default
             ``nonlinear.start(nv)``).
+        dissipative: hold the joint terms of a passive, dissipative joint (see above);
+            ``False`` leaves them free.
         max_iters: at most this many steps (per stage of the path).
         tol: stop when a step reduces the cost by less than ``tol`` relative.
 
@@ -595,8 +643,9 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
         A `ConsistentFit` (``torques`` predicts with it).
 
     Raises:
-        ValueError: shapes that do not match, non-finite data, a weight <= 0, or a
-            ``start`` that is not physically consistent.
+        ValueError: shapes that do not match, non-finite data, a weight <= 0, a
+            ``start`` that is not physically consistent, or a ``start`` or
+            ``nonlinear_start`` below the bounds of ``dissipative``.
 
     Example:
         >>> arm = jaxrbd.models.chain(2)
@@ -621,11 +670,26 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
         raise ValueError(f"joint_sigma has shape {joint_sigma.shape}, expected ({nv},)")
     gram = _gram(Y, tau, _row_weights(joint_sigma, len(tau)))
     return _consistent_from_gram(model, gram, friction, prior_model, prior_weight, joint_sigma,
-                                 start, max_iters, tol, nl)
+                                 start, max_iters, tol, nl, dissipative=dissipative)
+
+
+def _joint_lower_bounds(friction, nl, nv, dissipative):
+    """Lower bounds of the joint terms `(n_columns,)` and of the nonlinear parameters
+    `(nv, k)` (or None): the passive, dissipative ones, or ``-inf`` everywhere."""
+    lo = friction.lower_bounds(nv)
+    lo_nl = None if nl is None else nl.friction.lower_bounds(nv)
+    if not dissipative:
+        lo = np.full_like(lo, -np.inf)
+        lo_nl = None if lo_nl is None else np.full_like(lo_nl, -np.inf)
+    return lo, lo_nl
+
+
+def _below(x, lo, names):
+    return [n for n, a, b in zip(names, np.ravel(x), np.ravel(lo)) if not a >= b]
 
 
 def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, joint_sigma, start,
-                          max_iters, tol, nl=None, theta=None):
+                          max_iters, tol, nl=None, theta=None, dissipative=True):
     nv, nb = model.nv, model.nbodies
     G_all, b_all, c_all = gram
     P = 10 * nb + friction.n_columns(nv)
@@ -643,7 +707,17 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
     free = np.concatenate([(10 * np.asarray(ids, int)[:, None] + np.arange(10)).ravel(),
                            np.arange(10 * nb, P)]).astype(int)
     fixed = np.setdiff1d(np.arange(P), free)
+    lo_joint, lo_nl = _joint_lower_bounds(friction, nl, nv, dissipative)
+    # the prior's joint terms inside the bounds (a URDF may carry a negative damping)
+    p_prior[10 * nb:] = np.maximum(p_prior[10 * nb:], lo_joint)
+    joint_names = friction.column_names(model)[10 * nb:]
     p_start = p_prior if start is None else np.asarray(start, np.float64)
+    if start is not None and p_start.shape != (P,):
+        raise ValueError(f"start has shape {p_start.shape}, expected ({P},)")
+    if start is not None and _below(p_start[10 * nb:], lo_joint, joint_names):
+        raise ValueError(f"start is below the lower bounds of dissipative=True in "
+                         f"{_below(p_start[10 * nb:], lo_joint, joint_names)}: start from "
+                         f"values >= 0 or pass dissipative=False")
     if start is not None:
         ok = np.asarray(_consistent_rows(jnp.asarray(
             p_start[: 10 * nb].reshape(nb, 10)[list(ids)])))
@@ -669,36 +743,48 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
     while stages[-1] * 10.0 < w_start:
         stages.append(stages[-1] * 10.0)
     it = 0
+    lower = np.concatenate([np.full(n_in, -np.inf), lo_joint])
     if nl is None:
         args = (jnp.asarray(G), jnp.asarray(bvec), jnp.asarray(c))
         for w in stages[::-1]:
             z, f, k = _consistent_solve(*args, z, jnp.asarray(p_prior[free]),
                                         jnp.asarray(J0inv), jnp.asarray(w), jnp.asarray(ridge),
-                                        max_iters, jnp.asarray(tol))
+                                        max_iters, jnp.asarray(tol), jnp.asarray(lower))
             it += int(k)
         theta = None
+        theta_at = []
     else:
         w_rows = _row_weights(joint_sigma, len(nl.tau))
         Yw = jnp.asarray(nl.Y[:, free] * w_rows[:, None])
         tw = jnp.asarray((nl.tau - nl.Y[:, fixed] @ px) * w_rows)
         theta0 = nl.start if theta is None else np.asarray(theta, np.float64)
+        nl_names = nl.friction.column_names(model)
+        if _below(theta0, lo_nl, nl_names):
+            raise ValueError(f"nonlinear_start is below the lower bounds of dissipative=True "
+                             f"in {_below(theta0, lo_nl, nl_names)} "
+                             f"({nl.friction.kind}: {nl.friction.lower_bounds(1)[0].tolist()} "
+                             f"per joint); pass dissipative=False to leave them free")
         x = jnp.concatenate([z, jnp.asarray(theta0.ravel())])
         x_prior = jnp.asarray(np.concatenate([p_prior[free], nl.start.ravel()]))
+        lower = np.concatenate([lower, lo_nl.ravel()])
         for w in stages[::-1]:
             x, f, k = _consistent_solve_nonlinear(
                 jnp.asarray(G), Yw, tw, jnp.asarray(w_rows), jnp.asarray(nl.qd), x, x_prior,
                 jnp.asarray(J0inv), jnp.asarray(w), jnp.asarray(ridge), max_iters,
-                jnp.asarray(tol), nl.friction)
+                jnp.asarray(tol), jnp.asarray(lower), nl.friction)
             it += int(k)
         z = x[: len(free)]
-        theta = nl.friction.canonical(np.asarray(x[len(free):]).reshape(nl.start.shape))
+        theta_raw = np.asarray(x[len(free):])
+        theta_at = [n for n, a, b in zip(nl_names, theta_raw, lo_nl.ravel()) if a <= b]
+        theta = nl.friction.canonical(theta_raw.reshape(nl.start.shape))
     p = p_prior.copy()
     p[free] = np.asarray(z)
+    at = [n for n, a, b in zip(joint_names, p[10 * nb:], lo_joint) if a <= b]
     p = jnp.asarray(p)
     return ConsistentFit(p, identified_model(model, p, friction), ids, float(f), int(it),
                          float(prior_weight), joint_sigma,
                          tuple(ids[k] for k in np.flatnonzero(bad)),
-                         None if nl is None else nl.friction, theta)
+                         None if nl is None else nl.friction, theta, tuple(at + theta_at))
 
 
 class PriorWeightSelection(NamedTuple):
@@ -727,7 +813,7 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
                         weights=None, prior_model=None, refit: bool = True, blocks: int = 10,
                         rule: str = "one_se", nonlinear: NonlinearFriction | None = None,
                         qd_train=None, qd_val=None, nonlinear_start=None,
-                        max_iters: int = 200) -> PriorWeightSelection:
+                        dissipative: bool = True, max_iters: int = 200) -> PriorWeightSelection:
     """The prior weight of `consistent_fit` chosen by validation, then the fit on all data.
 
     For each candidate weight (from the largest, each fit warm-started from the previous
@@ -761,6 +847,7 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
             `consistent_fit`); needs ``qd_train`` `(T, nv)` and ``qd_val`` `(T', nv)`.
             Each candidate starts its ``theta`` from the previous candidate's.
         nonlinear_start: `(nv, nonlinear.n_params)` the first candidate's ``theta``.
+        dissipative: as `consistent_fit` (default on).
         max_iters: damped Newton steps per fit.
 
     Returns:
@@ -797,7 +884,7 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
     errs, per, start, theta, per_theta = [], [], None, None, []
     for w in weights:
         fit = _consistent_from_gram(model, g_train, friction, prior_model, float(w), sigma,
-                                    start, max_iters, 1e-12, nl_train, theta)
+                                    start, max_iters, 1e-12, nl_train, theta, dissipative)
         start, theta = np.asarray(fit.params), fit.nonlinear_params
         per_theta.append(theta)
         e, e_blocks = block_errors(fit)
@@ -823,5 +910,5 @@ def select_prior_weight(model, Y_train, tau_train, Y_val, tau_val, friction: Fri
         g_fit = g_train
         theta = per_theta[k] if nonlinear is not None else None
     fit = _consistent_from_gram(model, g_fit, friction, prior_model, best, sigma, None,
-                                max_iters, 1e-12, nl_fit, theta)
+                                max_iters, 1e-12, nl_fit, theta, dissipative)
     return PriorWeightSelection(best, weights, errs, ses, fit)
