@@ -10,7 +10,9 @@ Rows:
 
 * KUKA LWR4+: relative torque error and NRMS on run 2 of the a priori URDF, of ordinary
   least squares and of the physically consistent fit (both on run 1; the prior's weight
-  chosen on a split in time of run 1 by the one-standard-error rule and by the minimum);
+  chosen on a split of run 1 by excitation, the recommended estimator, or in time, by
+  the one-standard-error rule and by the minimum; with dissipative friction, and with
+  free friction on the split in time);
   the whole pipeline (load, filter, base parameters, weight selection and consistent
   fit) timed in a fresh process, compilation included.
 * Franka Panda: the published model (modified DH, Tables VIII/IX, Table I friction) on
@@ -74,6 +76,20 @@ print(json.dumps({{"pipeline_s": time.perf_counter() - t0, "inner_s": k["pipelin
 """
 
 
+#: KUKA rows: (validation split of run 1, rule, dissipative friction); the first is the
+#: recommended estimator (docs/identification.md), the others show what each choice moves.
+KUKA_CONFIGS = (("excitation", "one_se", True), ("excitation", "min", True),
+                ("time", "one_se", True), ("time", "min", True),
+                ("time", "one_se", False), ("time", "min", False))
+
+
+def _kuka_key(validation, rule, dissipative):
+    return f"{validation}/{rule}/{'dissipative' if dissipative else 'free friction'}"
+
+
+KUKA_RECOMMENDED = _kuka_key(*KUKA_CONFIGS[0])
+
+
 def _rep(r):
     return {"relative": r.relative, "nrms": r.nrms, "rms": r.rms.tolist()}
 
@@ -81,16 +97,22 @@ def _rep(r):
 def kuka_rows(data):
     import identification_real_robot as ex
 
-    out = {}
-    for rule in ("one_se", "min"):
-        k = ex.kuka(data, rule=rule)
+    out = {"recommended": KUKA_RECOMMENDED, "rows": {}}
+    for validation, rule, dissipative in KUKA_CONFIGS:
+        k = ex.kuka(data, validation=validation, rule=rule, dissipative=dissipative)
         sel = k["selection"]
-        out[rule] = {
+        fit = sel.fit
+        out["rows"][_kuka_key(validation, rule, dissipative)] = {
+            "validation": validation, "rule": rule, "dissipative": dissipative,
             "weight": sel.weight,
             "weights": sel.weights.tolist(),
             "validation_error": sel.validation_error.tolist(),
+            "standard_error": sel.standard_error.tolist(),
             "reports": {n: _rep(r) for n, r in k["reports"].items()},
             "consistent": k["consistent"],
+            "viscous": np.asarray(fit.model.damping).tolist(),
+            "coulomb": np.asarray(fit.model.friction).tolist(),
+            "at_bound": list(fit.at_bound),
             "n_base": k["base"].n_base,
             "n_standard": int(k["base"].E.shape[1]),
             "base_condition_random_states": k["base"].condition,
@@ -270,12 +292,14 @@ def main(argv=None):
         k = result["kuka"]
         print(f"\nKUKA LWR4+ (CPU: {meta['machine']['cpu']}, load at start "
               f"{meta['machine']['load_avg_1min_at_start']})")
-        print(f"{'estimator, evaluated on run 2':<44} {'rule':<7} {'weight':>8} {'rel %':>7} "
-              f"{'NRMS %':>8}")
-        for rule in ("one_se", "min"):
-            for name, r in k[rule]["reports"].items():
-                print(f"{name:<44} {rule:<7} {k[rule]['weight']:8.0e} {100 * r['relative']:7.2f} "
-                      f"{100 * r['nrms']:8.3f}")
+        print(f"{'estimator, evaluated on run 2':<32} {'weight chosen by':<40} {'weight':>8} "
+              f"{'rel %':>7} {'NRMS %':>8}")
+        for key, row in k["rows"].items():
+            for name, r in row["reports"].items():
+                if name.startswith("consistent") or key == KUKA_RECOMMENDED:
+                    tag = key + (" (recommended)" if key == KUKA_RECOMMENDED else "")
+                    print(f"{name:<32} {tag:<40} {row['weight']:8.0e} "
+                          f"{100 * r['relative']:7.2f} {100 * r['nrms']:8.3f}")
         print(f"pipeline in a fresh process, compilation included: "
               f"{k['pipeline']['pipeline_s']:.1f} s wall, {k['pipeline']['cpu_s']:.1f} s CPU "
               f"(target 15 s on 2 cores)")

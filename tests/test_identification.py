@@ -144,6 +144,18 @@ def test_recording_io_split_trim(tmp_path, arm):
     assert rec2.trim(2, 3).n_samples == 16
     stacked = ident.concatenate_recordings([a, b])
     np.testing.assert_allclose(stacked["q"], q)
+    # split by excitation: the fastest samples (speed and acceleration) validate
+    moving = ident.Recording.from_arrays(t, q, qd=np.cos(3 * t)[:, None] * [1.0, 2.0, 0.0],
+                                         qdd=np.zeros_like(q), tau=2 * q)
+    calm, fast = moving.split_by_excitation(0.3)
+    assert (calm.n_samples, fast.n_samples) == (15, 6)
+    assert np.abs(fast.qd[:, 0]).min() >= np.abs(calm.qd[:, 0]).max()
+    assert np.all(np.diff(fast.t) > 0) and set(calm.t) | set(fast.t) == set(t)
+    np.testing.assert_allclose(fast.tau, 2 * fast.q)
+    with pytest.raises(ValueError, match="needs qd and qdd"):
+        rec2.split_by_excitation()
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\)"):
+        moving.split_by_excitation(1.0)
     with pytest.raises(ValueError, match="no current"):
         rec2.with_drive_gains(2.0)
     cur = ident.Recording.from_arrays(t, q, current=q).with_drive_gains([1.0, 2.0, 3.0])

@@ -343,6 +343,53 @@ class Recording:
         b = self.window(self.t[0] + at, np.inf)
         return a.replace(name=f"{self.name}[:{at:g}s]"), b.replace(name=f"{self.name}[{at:g}s:]")
 
+    def split_by_excitation(self, fraction: float = 0.3) -> tuple[Recording, Recording]:
+        """Two recordings: the ``1 - fraction`` of the samples with the least motion and
+        the ``fraction`` with the most (a split by excitation for validation).
+
+        A sample's motion is ``|(qd / s_qd, qdd / s_qdd)|``, each joint's velocity and
+        acceleration divided by its standard deviation over the recording. Fitting on the
+        calmer samples and scoring on the faster ones tests what a model is used for on
+        a new, faster trajectory: extrapolation in speed and acceleration, where the
+        velocity- and acceleration-dependent parameters (the ones a repeated trajectory
+        or a split in time cannot check) decide the error. Both parts keep the samples in
+        time order; their time stamps are no longer uniform, so filter and differentiate
+        before splitting (`prepared`).
+
+        Args:
+            fraction: the share of samples in the second part, in ``(0, 1)``.
+
+        Example:
+            >>> t = np.linspace(0.0, 1.0, 101)
+            >>> rec = Recording.from_arrays(t, np.sin(6 * t)[:, None]).differentiate()
+            >>> calm, fast = rec.split_by_excitation(0.2)
+            >>> calm.n_samples, fast.n_samples
+            (81, 20)
+        """
+        if self.qd is None or self.qdd is None:
+            raise ValueError(f"{self.name}: split_by_excitation needs qd and qdd "
+                             "(differentiate or prepared first)")
+        if not 0.0 < fraction < 1.0:
+            raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+        n = self.n_samples
+        k = int(round(fraction * n))
+        if k < 2 or n - k < 2:
+            raise ValueError(f"{self.name}: a fraction of {fraction:g} of {n} samples leaves "
+                             "fewer than 2 samples in a part")
+
+        def scaled(x):
+            sd = x.std(axis=0)
+            return x / np.where(sd > 0, sd, 1.0)
+
+        motion = np.linalg.norm(np.concatenate([scaled(self.qd), scaled(self.qdd)], 1), axis=1)
+        fast = np.zeros(n, bool)
+        fast[np.argsort(motion, kind="stable")[n - k:]] = True
+        calm = ~fast
+        return (self.replace(t=self.t[calm], name=f"{self.name}[calm {1 - fraction:g}]",
+                             **self._map(lambda x: x[calm])),
+                self.replace(t=self.t[fast], name=f"{self.name}[fast {fraction:g}]",
+                             **self._map(lambda x: x[fast])))
+
     def shift(self, delay: float, signals: Sequence[str] = ("tau",)) -> Recording:
         """The named signals moved ``delay`` seconds earlier against the others:
         ``x_new(t) = x(t + delay)``, by linear interpolation.
