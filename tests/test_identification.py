@@ -494,6 +494,16 @@ def test_simulation_error_fit_recovers_base_parameters(arm, base):
         ident.simulation_error_fit(arm, t ** 1.01, q, tau, base, window=26)
     with pytest.raises(ValueError, match="fewer than one window of 500"):
         ident.simulation_error_fit(arm, t, q, tau, base, window=500)
+    # the joint terms that are base parameters alone are bounded (dissipative default)
+    bounded = np.flatnonzero(np.isfinite(
+        ident._simulation._base_lower_bounds(base, NV, True)))
+    # viscous and Coulomb of each joint, joint 3's armature (joints 1 and 2's combine
+    # with link inertias into base parameters that stay free)
+    assert len(bounded) == 2 * NV + 1
+    negative = pb_true.copy()
+    negative[bounded[0]] = -0.1
+    with pytest.raises(ValueError, match="start is below the lower bounds"):
+        ident.simulation_error_fit(arm, t, q, tau, base, window=26, start=negative)
 
 
 def test_drive_gains_with_a_known_payload(arm, base, data):

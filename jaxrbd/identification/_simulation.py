@@ -110,6 +110,23 @@ def shooting_windows(q, tau, length: int):
     return q[idx], tau[idx[:, :-1]], starts
 
 
+def _base_lower_bounds(base: BaseParameters, nv: int, dissipative: bool):
+    """`(nb,)` lower bounds of the base parameters: ``FrictionModel.lower_bounds`` for a
+    base parameter that is one bounded joint term alone (its row of ``E`` a positive
+    multiple of that column's unit vector), ``-inf`` for the others."""
+    E = np.asarray(base.E, np.float64)
+    lo = np.full(E.shape[0], -np.inf)
+    if not dissipative:
+        return lo
+    n_in = E.shape[1] - base.friction.n_columns(nv)
+    lo_cols = base.friction.lower_bounds(nv)
+    for r, row in enumerate(E):
+        nz = np.flatnonzero(row)
+        if len(nz) == 1 and nz[0] >= n_in and row[nz[0]] > 0:
+            lo[r] = lo_cols[nz[0] - n_in]
+    return lo
+
+
 class SimulationFit(NamedTuple):
     """The result of `simulation_error_fit`.
 
@@ -144,7 +161,7 @@ class SimulationFit(NamedTuple):
 @functools.partial(jax.jit,
                    static_argnames=("friction", "integrator", "substeps", "max_iters"))
 def _solve(model, friction, integrator, substeps, Einv, E, p_prior, qw, tw, dt, sigma, weight,
-           z0, max_iters, tol):
+           z0, max_iters, tol, lower):
     W, L, nv = qw.shape
     nb = E.shape[0]
     ns = 2 * nv
@@ -202,7 +219,7 @@ def _solve(model, friction, integrator, substeps, Einv, E, p_prior, qw, tw, dt, 
         g = jnp.zeros(n, z.dtype).at[idx].add(2.0 * jnp.einsum("wri,wr->wi", J, r))
         return jnp.sum(r * r), g, H
 
-    s = levenberg_marquardt(cost, normal, z0, max_iters, tol)
+    s = levenberg_marquardt(cost, normal, z0, max_iters, tol, lower)
     # the start and the end in one batched evaluation
     both = jax.vmap(rows)(jnp.stack([z0, s.x]))
     err = both[:, :, : L * nv].reshape(2, W, L, nv) * sigma[None, None, None, :]
@@ -214,7 +231,8 @@ def _solve(model, friction, integrator, substeps, Einv, E, p_prior, qw, tw, dt, 
 def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
                          prior=None, start=None, qd=None, joint_sigma=None,
                          continuity: float = 0.0, integrator: str = "rk4", substeps: int = 1,
-                         max_iters: int = 50, tol: float = 1e-10) -> SimulationFit:
+                         dissipative: bool = True, max_iters: int = 50,
+                         tol: float = 1e-10) -> SimulationFit:
     """The base parameters that make the simulated positions match the measured ones.
 
     Minimises, over the base parameters ``p_b`` and the start states ``s_w = (q_w,
@@ -256,6 +274,10 @@ def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
         continuity: weight of the continuity defects (>= 0).
         integrator: as `jaxrbd.rollout`.
         substeps: integrator steps per sample period (`simulate_windows`).
+        dissipative: hold the base parameters that are a joint's armature, viscous or
+            Coulomb coefficient alone ``>= 0`` (`FrictionModel.lower_bounds`; projected
+            steps, as `consistent_fit`): a negative one makes the simulation unstable.
+            Base parameters that mix a joint term with inertias stay free.
         max_iters: at most this many steps.
         tol: stop when a step reduces the cost by less than ``tol`` relative.
 
@@ -302,14 +324,23 @@ def simulation_error_fit(model, t, q, tau, base: BaseParameters, *, window: int,
     if pb0.shape != (E.shape[0],):
         raise ValueError(f"start has shape {pb0.shape}, expected ({E.shape[0]},) base "
                          "parameters")
+    lo_b = _base_lower_bounds(base, nv, dissipative)
+    if start is None:
+        pb0 = np.maximum(pb0, lo_b)
+    elif not np.all(pb0 >= lo_b):
+        bad = [int(k) for k in np.flatnonzero(~(pb0 >= lo_b))]
+        raise ValueError(f"start is below the lower bounds of dissipative=True in base "
+                         f"parameters {bad} (joint terms): start from a dissipative fit "
+                         "(consistent_fit) or pass dissipative=False")
     qw, tw, starts = shooting_windows(q, tau, window)
     z0 = np.concatenate([pb0, np.concatenate([q[starts], qd[starts]], axis=1).ravel()])
+    lower = np.concatenate([lo_b, np.full(len(z0) - len(pb0), -np.inf)])
     dtype = model.dtype
     args = [jnp.asarray(x, dtype) for x in (np.linalg.pinv(E), E, p_prior, qw, tw)]
     z, f, it, r0, r1, p, defects = _solve(
         model, friction, integrator, int(substeps), *args, jnp.asarray(dt, dtype),
-        jnp.asarray(sigma, dtype), jnp.asarray(continuity, dtype), jnp.asarray(z0, dtype), int(max_iters),
-        jnp.asarray(tol, dtype))
+        jnp.asarray(sigma, dtype), jnp.asarray(continuity, dtype), jnp.asarray(z0, dtype),
+        int(max_iters), jnp.asarray(tol, dtype), jnp.asarray(lower, dtype))
     bad = np.flatnonzero(~np.all(np.isfinite(np.asarray(r0)), axis=(1, 2)))
     if bad.size:
         raise ValueError(
