@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._integrators import rollout
+from .._jit import jit
 from ._base import BaseParameters
 from ._drive import FrictionModel
 from ._estimators import identified_model, levenberg_marquardt, standard_parameters
@@ -158,8 +159,7 @@ class SimulationFit(NamedTuple):
     max_defect: float
 
 
-@functools.partial(jax.jit,
-                   static_argnames=("friction", "integrator", "substeps", "max_iters"))
+@functools.partial(jit, static_argnames=("friction", "integrator", "substeps", "max_iters"))
 def _solve(model, friction, integrator, substeps, Einv, E, p_prior, qw, tw, dt, sigma, weight,
            z0, max_iters, tol, lower):
     W, L, nv = qw.shape
