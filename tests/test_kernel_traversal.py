@@ -177,6 +177,15 @@ def test_rollout_steps_run_the_kernel():
     assert_allclose(vs_k, vs_a, rtol=1e-11, atol=1e-11)
     assert "custom-call" in run(mk).lower(q0, qd0, tau).compile().as_text()
 
+    # the gradient of a rollout (the step's reverse mode on the native sweeps)
+    def loss(tau, m):
+        qs, vs = jaxrbd.rollout(m, q0, qd0, tau, 1e-3, "semi_implicit_euler")
+        return jnp.sum(qs[-1] ** 2) + jnp.sum(vs[-1] ** 2)
+
+    g = jax.jit(jax.grad(loss))
+    tau = 0.1 * jnp.ones_like(tau)
+    assert_allclose(g(tau, mk), g(tau, model), rtol=1e-10, atol=1e-12)
+
 
 def test_what_the_kernels_do_not_cover_runs_the_xla_program():
     # Euler joints (their S depends on q), float32 and external forces
