@@ -601,18 +601,21 @@ def _native(impl, kernel=None):
     return native_vmap(impl, batch_first=True, kernel=kernel)
 
 
-def _fdd_kernel(model, q, qd, tau, f_ext=None):
-    out = ffi.fd_derivatives(model, q, qd, tau, f_ext)
-    return None if out is None else out[1:]
+def _without_primal(kernel):
+    def matrices(model, q, qd, x, f_ext=None):
+        out = kernel(model, q, qd, x, f_ext)
+        return None if out is None else out[1:]
+
+    return matrices
 
 
 # single-state functions; ``f_ext`` may be None (`native_vmap`'s optional arguments);
-# under ``traversal="kernel"`` the forward-dynamics ones run one native kernel
-_fdd = _native(fd_derivatives_batched, kernel=_fdd_kernel)
-_idd = _native(id_derivatives_batched)
+# under ``traversal="kernel"`` each runs one native kernel (but the parameter derivatives)
+_fdd = _native(fd_derivatives_batched, kernel=_without_primal(ffi.fd_derivatives))
+_idd = _native(id_derivatives_batched, kernel=_without_primal(ffi.id_derivatives))
 _fdp = _native(fd_parameter_derivatives_batched)
 _fdq = _native(fd_and_derivatives_batched, kernel=ffi.fd_derivatives)
-_idq = _native(id_and_derivatives_batched)
+_idq = _native(id_and_derivatives_batched, kernel=ffi.id_derivatives)
 
 
 # ------------------------------------------------------------------ public functions

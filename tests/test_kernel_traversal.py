@@ -129,16 +129,18 @@ def test_reverse_mode_runs_the_native_sweeps(model, loss):
     assert count_kernels(text) <= 120, count_kernels(text)
 
 
-def test_forward_dynamics_derivatives_kernel(model):
-    # the analytic derivative matrices (tangent coordinates) and H^-1 as one native call
+@pytest.mark.parametrize("name", ["forward_dynamics_derivatives", "inverse_dynamics_derivatives"])
+def test_derivative_matrices_kernel(model, name):
+    # the analytic derivative matrices (tangent coordinates) and H^-1 or H as one call
     mk = model.with_traversal("kernel")
-    f = jax.jit(jaxrbd.forward_dynamics_derivatives)
+    f = jax.jit(getattr(jaxrbd, name))
     for seed in range(2):
         s = _state(model, seed)
         for a, b in zip(f(mk, *s), f(model, *s)):
             assert_allclose(a, b, rtol=1e-10, atol=1e-10 * (1.0 + float(jnp.max(jnp.abs(b)))))
     text = f.lower(mk, *_state(model)).compile().as_text()
-    assert "jaxrbd_fd_derivatives" in text and count_kernels(text) <= 6, count_kernels(text)
+    target = "jaxrbd_" + name[0] + "d_derivatives"
+    assert target in text and count_kernels(text) <= 6, count_kernels(text)
 
 
 def test_forward_mode_batches_and_second_derivatives_of_the_kernel_rules():

@@ -12,7 +12,8 @@ What runs natively, and what does not:
   state, float64, on the CPU, without external forces, for models whose joints are screw
   joints (revolute, prismatic, helical), free, spherical or ``translation_xyz`` joints
   (`supported`), and whatever calls them for one state (`jaxrbd.rollout`'s steps, ...);
-* `jaxrbd.forward_dynamics_derivatives` of one state (`fd_derivatives`);
+* `jaxrbd.forward_dynamics_derivatives` and `jaxrbd.inverse_dynamics_derivatives` of one
+  state (`fd_derivatives`, `id_derivatives`);
 * reverse-mode derivatives of one state's forward and inverse dynamics: the reverse
   sweep of RNEA (`rnea_vjp`) and the ABA kernel as ``H^-1`` (`jaxrbd._kernel_rules`);
 * everything else runs the ``"auto"`` program, with the same results: other functions,
@@ -49,7 +50,8 @@ from .backend import on_cpu
 from .topology import topology
 
 __all__ = ["NODE_KINDS", "KernelBuildError", "aba", "crba", "library", "node_tables", "rnea",
-           "fd_derivatives", "rnea_vjp", "supported"]
+           "fd_derivatives", "id_derivatives", "rnea_vjp",
+           "supported"]
 
 SOURCE = pathlib.Path(__file__).with_name("ffi_kernels.cc")
 
@@ -61,7 +63,8 @@ NODE_KINDS = {"world": 0, "screw": 1, "free": 2, "spherical": 3, "inner": 4,
 #: the XLA FFI targets of ``ffi_kernels.cc``: (registered name, exported symbol)
 TARGETS = (("jaxrbd_aba", "JaxrbdAba"), ("jaxrbd_rnea", "JaxrbdRnea"),
            ("jaxrbd_crba", "JaxrbdCrba"), ("jaxrbd_rnea_vjp", "JaxrbdRneaVjp"),
-           ("jaxrbd_fd_derivatives", "JaxrbdFdDerivatives"))
+           ("jaxrbd_fd_derivatives", "JaxrbdFdDerivatives"),
+           ("jaxrbd_id_derivatives", "JaxrbdIdDerivatives"))
 
 #: flags of the build; the hash of the cached library includes them and, for
 #: ``-march=native``, the host CPU's features (`_cpu_features`), so that one cache
@@ -220,16 +223,27 @@ def _derivative_tables(t):
     return tuple(np.asarray(x, np.int32) for x in tables)
 
 
+def _derivatives(name, model, q, qd, x):
+    nv, f = model.nv, q.dtype
+    tables = tuple(jnp.asarray(t) for t in _derivative_tables(topology(model)))
+    shapes = [(nv,), (nv, nv), (nv, nv), (nv, nv)]
+    call = jax.ffi.ffi_call(name, [jax.ShapeDtypeStruct(s, f) for s in shapes],
+                            vmap_method="sequential")
+    return tuple(call(*_buffers(model), *tables, q, qd, x))
+
+
 def fd_derivatives(model, q, qd, tau, f_ext=None):
     """``(qdd (nv,), d qdd / dq, d qdd / dqd, H^-1 (nv, nv))`` of one state by the native
     kernel (`jaxrbd._derivatives`' algorithm; ``dq`` in tangent coordinates); ``None``
     where it does not apply (`supported`)."""
     if not supported(model, q, f_ext):
         return None
-    nv, f = model.nv, q.dtype
-    tables = tuple(jnp.asarray(x) for x in _derivative_tables(topology(model)))
-    shapes = [(nv,), (nv, nv), (nv, nv), (nv, nv)]
-    call = jax.ffi.ffi_call("jaxrbd_fd_derivatives",
-                            [jax.ShapeDtypeStruct(s, f) for s in shapes],
-                            vmap_method="sequential")
-    return tuple(call(*_buffers(model), *tables, q, qd, tau))
+    return _derivatives("jaxrbd_fd_derivatives", model, q, qd, tau)
+
+
+def id_derivatives(model, q, qd, qdd, f_ext=None):
+    """``(tau (nv,), d tau / dq, d tau / dqd, H (nv, nv))`` of one state by the native
+    kernel; ``None`` where it does not apply (`supported`)."""
+    if not supported(model, q, f_ext):
+        return None
+    return _derivatives("jaxrbd_id_derivatives", model, q, qd, qdd)

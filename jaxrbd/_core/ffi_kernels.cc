@@ -867,23 +867,25 @@ void cross3(const double* a, const double* b, double* o) {
   o[2] = a[0] * b[1] - a[1] * b[0];
 }
 
-// The derivatives of forward dynamics, Carpentier & Mansard (2018) in world coordinates
-// as jaxrbd._derivatives computes them (its docstring has the derivation): qdd,
-// d qdd / dq (tangent coordinates), d qdd / dqd and H^-1, all (nv, nv) row-major.
-// Tables per DoF i: p[i] (the DoF a tangent step of i moves), nu[i], lam[i] (nodes: the
-// last node of its joint and that node's parent), and the (nv, nv) masks sub_q, anc_q,
-// sub_v, anc_v of jaxrbd._core.topology.
-ffi::Error FdDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi::S32> nu_b,
-                         ffi::Buffer<ffi::S32> lam_b, ffi::Buffer<ffi::S32> subq_b,
-                         ffi::Buffer<ffi::S32> ancq_b, ffi::Buffer<ffi::S32> subv_b,
-                         ffi::Buffer<ffi::S32> ancv_b, ffi::Buffer<ffi::F64> q_b,
-                         ffi::Buffer<ffi::F64> qd_b, ffi::Buffer<ffi::F64> tau_b,
-                         ffi::ResultBuffer<ffi::F64> qdd_b, ffi::ResultBuffer<ffi::F64> Jq_b,
-                         ffi::ResultBuffer<ffi::F64> Jv_b, ffi::ResultBuffer<ffi::F64> Minv_b) {
+// The derivatives of the dynamics, Carpentier & Mansard (2018) in world coordinates as
+// jaxrbd._derivatives computes them (its docstring has the derivation), all (nv, nv)
+// row-major. Solve (forward dynamics): x = tau -> qdd, d qdd / dq (tangent coordinates),
+// d qdd / dqd and H^-1; else (inverse dynamics): x = qdd -> tau, d tau / dq, d tau / dqd
+// and H. Tables per DoF i: p[i] (the DoF a tangent step of i moves), nu[i], lam[i]
+// (nodes: the last node of its joint and that node's parent), and the (nv, nv) masks
+// sub_q, anc_q, sub_v, anc_v of jaxrbd._core.topology.
+template <bool Solve>
+ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi::S32> nu_b,
+                            ffi::Buffer<ffi::S32> lam_b, ffi::Buffer<ffi::S32> subq_b,
+                            ffi::Buffer<ffi::S32> ancq_b, ffi::Buffer<ffi::S32> subv_b,
+                            ffi::Buffer<ffi::S32> ancv_b, ffi::Buffer<ffi::F64> q_b,
+                            ffi::Buffer<ffi::F64> qd_b, ffi::Buffer<ffi::F64> x_b,
+                            ffi::ResultBuffer<ffi::F64> y_b, ffi::ResultBuffer<ffi::F64> Jq_b,
+                            ffi::ResultBuffer<ffi::F64> Jv_b, ffi::ResultBuffer<ffi::F64> M_b) {
   Tree t = MODEL_TREE;
   const int nn = t.nn, nv = nn - 1;
   const double* qd = qd_b.typed_data();
-  const double* tau = tau_b.typed_data();
+  const double* tau = x_b.typed_data();
   const double* arm = armature_b.typed_data();
   const double* g = gravity_b.typed_data();
   const int32_t *P = p_b.typed_data(), *NU = nu_b.typed_data(), *LAM = lam_b.typed_data();
@@ -907,7 +909,7 @@ ffi::Error FdDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi:
   std::vector<double>& dq = scratch<17>(nv * nv, 0.0);
   std::vector<double>& dv = scratch<18>(nv * nv, 0.0);
   std::vector<double>& vecs = scratch<19>(48 * nn, 0.0);  // per DoF: w u c Phi Psi z
-  double* qdd = qdd_b->typed_data();
+  double* qdd = scratch<22>(nv, 0.0).data();
   // node velocities and accelerations at qdd = 0 (node frames), the world transforms
   velocities(t, q_b.typed_data(), qd, Xup, v, vJc);
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
@@ -986,7 +988,12 @@ ffi::Error FdDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi:
     }
   for (int i = 0; i < nv; ++i) H[i * nv + i] += arm[i];
   double* L = H.data();  // in place, lower triangle
-  for (int j = 0; j < nv; ++j) {
+  if (!Solve) {
+    double* Hout = M_b->typed_data();
+    for (int i = 0; i < nv * nv; ++i) Hout[i] = H[i];
+    for (int i = 0; i < nv; ++i) qdd[i] = tau[i];  // x is qdd
+  }
+  for (int j = 0; Solve && j < nv; ++j) {
     double d = L[j * nv + j];
     for (int l = 0; l < j; ++l) d -= L[j * nv + l] * L[j * nv + l];
     d = std::sqrt(d);
@@ -997,13 +1004,13 @@ ffi::Error FdDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi:
       L[i * nv + j] = x / d;
     }
   }
-  for (int i = 0; i < nv; ++i) qdd[i] = tau[i] - dot6(&Sw[6 * (i + 1)], &G[6 * (i + 1)]);
-  for (int i = 0; i < nv; ++i) {  // L z = b, L^T x = z
+  for (int i = 0; Solve && i < nv; ++i) qdd[i] = tau[i] - dot6(&Sw[6 * (i + 1)], &G[6 * (i + 1)]);
+  for (int i = 0; Solve && i < nv; ++i) {  // L z = b, L^T x = z
     double x = qdd[i];
     for (int l = 0; l < i; ++l) x -= L[i * nv + l] * qdd[l];
     qdd[i] = x / L[i * nv + i];
   }
-  for (int i = nv - 1; i >= 0; --i) {
+  for (int i = nv - 1; Solve && i >= 0; --i) {
     double x = qdd[i];
     for (int l = i + 1; l < nv; ++l) x -= L[l * nv + i] * qdd[l];
     qdd[i] = x / L[i * nv + i];
@@ -1098,8 +1105,21 @@ ffi::Error FdDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi:
       dv[e] = x;
     }
   }
+  double* out = y_b->typed_data();
+  if (!Solve) {  // tau = S . G + armature qdd; the matrices are d tau (the sign back)
+    for (int i = 0; i < nv; ++i)
+      out[i] = dot6(&Sw[6 * (i + 1)], &G[6 * (i + 1)]) + arm[i] * qdd[i];
+    double* Jq = Jq_b->typed_data();
+    double* Jv = Jv_b->typed_data();
+    for (int i = 0; i < nv * nv; ++i) {
+      Jq[i] = -dq[i];
+      Jv[i] = -dv[i];
+    }
+    return ffi::Error::Success();
+  }
+  for (int i = 0; i < nv; ++i) out[i] = qdd[i];
   // H^-1 = L^-T L^-1 (Linv in the upper triangle of a scratch), then the products
-  double* Minv = Minv_b->typed_data();
+  double* Minv = M_b->typed_data();
   std::vector<double>& Li = scratch<21>(nv * nv, 0.0);
   for (int j = 0; j < nv; ++j) {  // column j of L^-1
     Li[j * nv + j] = 1.0 / L[j * nv + j];
@@ -1185,19 +1205,25 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRneaVjp, RneaVjp,
                                   .Ret<ffi::Buffer<ffi::F64>>()  // qd
                                   .Ret<ffi::Buffer<ffi::F64>>()); // qdd
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdFdDerivatives, FdDerivatives,
-                              BIND_MODEL(ffi::Ffi::Bind())
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // p
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // nu_node
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // lam_p_node
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // sub_q
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // anc_q
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // sub_v
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // anc_v
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // q
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // qd
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // tau
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // qdd
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // d qdd / dq
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // d qdd / dqd
-                                  .Ret<ffi::Buffer<ffi::F64>>()); // H^-1
+#define BIND_DERIVATIVES(b)                                                               \
+  BIND_MODEL(b)                                                                           \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* p */                                            \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* nu_node */                                      \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* lam_p_node */                                   \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* sub_q */                                        \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* anc_q */                                        \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* sub_v */                                        \
+      .Arg<ffi::Buffer<ffi::S32>>()    /* anc_v */                                        \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* q */                                            \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* qd */                                           \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* tau | qdd */                                    \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* qdd | tau */                                    \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* d / dq */                                       \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* d / dqd */                                      \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* H^-1 | H */
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdFdDerivatives, StateDerivatives<true>,
+                              BIND_DERIVATIVES(ffi::Ffi::Bind()));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdIdDerivatives, StateDerivatives<false>,
+                              BIND_DERIVATIVES(ffi::Ffi::Bind()));
