@@ -9,6 +9,8 @@ compile, `_common.compile_jit`) with the model a jit argument and float64 states
   and ``jax.vmap`` over a batch of ``--batch`` states (``vmap``); target <= 1 s;
 - ``value_and_grad(fd loss)``: ``jax.value_and_grad`` of ``sum(forward_dynamics(q, qd,
   tau)**2)`` with respect to ``(q, qd, tau)``; target <= 2 s;
+- ``value_and_grad(fd loss, model)``: the same with respect to ``(model, q, qd, tau)``
+  (parameter sensitivities, the identification use); target <= 3 s;
 - ``value_and_grad(rk4 rollout loss)``: the same for ``sum(qs[-1]**2) + sum(qds[-1]**2)``
   of a 100-step RK4 ``jaxrbd.rollout`` with respect to ``(q0, qd0, tau_seq)``; target
   <= 3 s.
@@ -17,6 +19,9 @@ By default every row is compiled ``--repeats`` times in this process with
 ``jax.clear_caches()`` before each compile (and a fresh jit wrapper, so neither JAX's
 trace cache nor its executable cache answers) and the median is reported, after one
 warm-up compile of a 2-body chain (JAX's start-up is not charged to the first row).
+``--traversal kernel`` compiles the models with that traversal
+(``Model.with_traversal``; one state's dynamics as native kernels), into
+``compile_kernel.json``.
 ``--fresh-process`` instead compiles each row once in a new Python process (after the
 same warm-up): the first compile a user waits for, jaxrbd's host-side caches empty.
 
@@ -66,7 +71,8 @@ import jaxrbd  # noqa: E402
 
 MODELS = ("talos", "chain100")
 FUNCTIONS = ("forward_dynamics", "inverse_dynamics", "mass_matrix")
-GRADS = ("value_and_grad(fd loss)", "value_and_grad(rk4 rollout loss)")
+GRADS = ("value_and_grad(fd loss)", "value_and_grad(fd loss, model)",
+         "value_and_grad(rk4 rollout loss)")
 ROLLOUT_STEPS = 100
 BATCH = 4096
 EXAMPLE = C.ROOT / "examples" / "trajectory_optimization.py"
@@ -77,6 +83,7 @@ TARGETS = {
     "inverse_dynamics": 1.0,
     "mass_matrix": 1.0,
     "value_and_grad(fd loss)": 2.0,
+    "value_and_grad(fd loss, model)": 3.0,
     "value_and_grad(rk4 rollout loss)": 3.0,
 }
 
@@ -100,11 +107,12 @@ def cases(models) -> list[Case]:
     return out
 
 
-def load_model(name: str):
+def load_model(name: str, traversal: str = "auto"):
     if name == "talos":
-        return jaxrbd.load_urdf(C.DATA / "talos.urdf", floating_base=True)
+        m = jaxrbd.load_urdf(C.DATA / "talos.urdf", floating_base=True)
+        return m.with_traversal(traversal)
     if name.startswith("chain") and name[5:].isdigit():
-        return jaxrbd.models.chain(int(name[5:]))
+        return jaxrbd.models.chain(int(name[5:])).with_traversal(traversal)
     raise SystemExit(f"unknown model {name!r}; expected talos or chainN")
 
 
@@ -117,11 +125,12 @@ def program(case: Case, model, batch: int):
         return jax.ShapeDtypeStruct(shape, dt)
 
     nq, nv = model.nq, model.nv
-    if case.function == "value_and_grad(fd loss)":
+    if case.function.startswith("value_and_grad(fd loss"):
         def loss(model, q, qd, tau):
             return jnp.sum(jaxrbd.forward_dynamics(model, q, qd, tau) ** 2)
 
-        return jax.value_and_grad(loss, argnums=(1, 2, 3)), (model, S(nq), S(nv), S(nv))
+        argnums = (0, 1, 2, 3) if case.function.endswith("model)") else (1, 2, 3)
+        return jax.value_and_grad(loss, argnums=argnums), (model, S(nq), S(nv), S(nv))
     if case.function == "value_and_grad(rk4 rollout loss)":
         def loss(model, q0, qd0, tau_seq):
             qs, qds = jaxrbd.rollout(model, q0, qd0, tau_seq, 1e-3, "rk4")
@@ -169,6 +178,7 @@ def _row(case: Case, model, batch, result, mode) -> dict:
         **dataclasses.asdict(case),
         "nq": model.nq,
         "nv": model.nv,
+        "traversal": model.traversal,
         "batch": batch if case.variant == "vmap" else None,
         "mode": mode,
         **result,
@@ -186,7 +196,7 @@ _ONE_ROW = textwrap.dedent(
     import bench_compile as B
     case = B.Case(*sys.argv[2].split("|"))
     B.C.use_jit(sys.argv[3])
-    model = B.load_model(case.model)
+    model = B.load_model(case.model, sys.argv[5])
     B.warm_up()
     res = B.compile_case(case, model, int(sys.argv[4]), 1)
     json.dump(res, open(sys.argv[1], "w"))
@@ -194,7 +204,7 @@ _ONE_ROW = textwrap.dedent(
 )
 
 
-def compile_case_fresh(case: Case, batch: int) -> dict:
+def compile_case_fresh(case: Case, batch: int, traversal: str = "auto") -> dict:
     """``compile_case`` with one repeat, in a new Python process."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "row.json"
@@ -203,7 +213,7 @@ def compile_case_fresh(case: Case, batch: int) -> dict:
         env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
         arg = "|".join((case.model, case.function, case.variant))
         proc = subprocess.run(
-            [sys.executable, "-c", _ONE_ROW, str(out), arg, C.JIT, str(batch)],
+            [sys.executable, "-c", _ONE_ROW, str(out), arg, C.JIT, str(batch), traversal],
             env=env, cwd=C.ROOT, capture_output=True, text=True, check=False,
         )
         if proc.returncode != 0:
@@ -317,6 +327,8 @@ def parse_args(argv=None):
     p.add_argument("--example-full", action="store_true",
                    help="run the example without --quick (its full problem sizes)")
     p.add_argument("--no-example", action="store_true", help="skip the example row")
+    p.add_argument("--traversal", default="auto",
+                   help="the models' traversal (Model.with_traversal; default auto)")
     p.add_argument("--out", help="JSON output path")
     C.add_jit_argument(p)
     a = p.parse_args(argv)
@@ -324,7 +336,8 @@ def parse_args(argv=None):
     a.batch = a.batch or (64 if a.quick else BATCH)
     a.repeats = a.repeats or (1 if a.quick else 3)
     if a.out is None:
-        a.out = C.RESULTS / f"compile{'_quick' if a.quick else ''}{C.jit_suffix()}.json"
+        trav = "" if a.traversal == "auto" else f"_{a.traversal}"
+        a.out = C.RESULTS / f"compile{trav}{'_quick' if a.quick else ''}{C.jit_suffix()}.json"
     return a
 
 
@@ -337,7 +350,7 @@ def main(argv=None):
                 and c.function in ("forward_dynamics", "value_and_grad(fd loss)")]
     mode = "fresh process" if args.fresh_process else "jax.clear_caches() between compiles"
     meta = C.machine_metadata()
-    meta.update(dtype="float64", models=models, batch=args.batch, repeats=args.repeats,
+    meta.update(dtype="float64", traversal=args.traversal, models=models, batch=args.batch, repeats=args.repeats,
                 mode=mode, rollout_steps=ROLLOUT_STEPS, quick=args.quick, complete=False)
     mach = meta["machine"]
     print(f"CPU: {mach['cpu']} ({mach['cpu_usable']} usable cores), {mach['platform']}\n"
@@ -354,11 +367,11 @@ def main(argv=None):
     loaded, rows = {}, []
     for i, case in enumerate(todo):
         if case.model not in loaded:
-            loaded[case.model] = load_model(case.model)
+            loaded[case.model] = load_model(case.model, args.traversal)
         model = loaded[case.model]
         try:
             if args.fresh_process:
-                res = compile_case_fresh(case, args.batch)
+                res = compile_case_fresh(case, args.batch, args.traversal)
             else:
                 res = compile_case(case, model, args.batch, args.repeats)
         except Exception as e:  # report and go on: the library may be mid-change

@@ -81,8 +81,11 @@ def _maps(treedef):
         mb = eqx.tree_at(_READ, jax.tree_util.tree_map(jnp.zeros_like, model), tuple(leaves))
         return tuple(jax.tree_util.tree_leaves(mb)) + (qb, qdb, qddb)
 
-    did = pair(LinearMap(id_reference, name="dID"),
-               LinearMap(id_t_reference, id_t_native, name="dID^T"))
+    # shapes: dID gives one like qdd; its transpose one like each residual (the model's
+    # leaves, q, qd, qdd: exactly dID's linear arguments)
+    did = pair(LinearMap(id_reference, name="dID", shapes=lambda res, lin: (res[-1],)),
+               LinearMap(id_t_reference, id_t_native, name="dID^T",
+                         shapes=lambda res, lin: res))
 
     # H^-1: (b,) -> (H(q)^-1 b,), at (model, q); symmetric, so its own transpose
     def minv_reference(res, lin):
@@ -94,7 +97,7 @@ def _maps(treedef):
         out = ffi.aba(_no_gravity(model), q, jnp.zeros_like(lin[0]), lin[0])
         return None if out is None else (out,)
 
-    minv = LinearMap(minv_reference, minv_native, name="H^-1")
+    minv = LinearMap(minv_reference, minv_native, name="H^-1", shapes=lambda res, lin: lin)
     pair(minv, minv)
     return did, minv
 

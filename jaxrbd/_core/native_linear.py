@@ -28,13 +28,17 @@ __all__ = ["LinearMap", "apply", "pair"]
 class LinearMap:
     """A linear map ``(res, lin) -> out`` on tuples of arrays (module docstring).
 
-    Compared and hashed by identity (a primitive's parameter): build each map once.
+    ``shapes(res, lin)``, given `jax.ShapeDtypeStruct` s, returns those of ``out``
+    without tracing ``reference`` (whose trace may cost more than the program's);
+    without it they come from `jax.eval_shape` of ``reference``. Compared and hashed
+    by identity (a primitive's parameter): build each map once.
     """
 
-    def __init__(self, reference, native=None, name="linear"):
+    def __init__(self, reference, native=None, name="linear", shapes=None):
         self.reference = reference
         self.native = native
         self.name = name
+        self.shapes = shapes
         self.transpose = None
 
     def __repr__(self):
@@ -66,7 +70,10 @@ def _run(*args, op, nres):
 
 def _abstract(*avals, op, nres):
     structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
-    outs = jax.eval_shape(lambda *a: op.reference(a[:nres], a[nres:]), *structs)
+    if op.shapes is not None:
+        outs = op.shapes(tuple(structs[:nres]), tuple(structs[nres:]))
+    else:
+        outs = jax.eval_shape(lambda *a: op.reference(a[:nres], a[nres:]), *structs)
     return [jax.core.ShapedArray(o.shape, o.dtype) for o in outs]
 
 
