@@ -162,11 +162,16 @@ def scene(root, label, directory, fname, key):
         keep = thin_mesh_points(keep, dict(zip(pts.names, world)))
     feet = pts.select(keep)
     qref[2] -= low.min()
+    qref, tilt = settle(model, feet, qref)
+    world = np.asarray(jaxrbd.point_position(model, jnp.asarray(qref), list(feet.bodies),
+                                             feet.points))
+    low = world[:, 2] - np.asarray(feet.radius)
+    touching = [n for n, z in zip(feet.names, low) if z <= TOUCH]
     gid = {(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"): g
            for g in range(m.ngeom)}
     geoms = sorted({gid[n.split("/")[0]] for n in keep})
-    tau_ff, fz, ff_residual = feed_forward(model, feet, qref)
-    pd = gains(model, qref)
+    tau_ff, fz, ff_residual = feed_forward(model, feet.select(touching), qref)
+    pd = gains(model, m, feet.select(touching), [gid[n.split("/")[0]] for n in touching], qref)
     # the joint rows of g(q*) against MuJoCo's bias force at rest (its free joint's
     # velocity coordinates differ from jaxrbd's, its hinge coordinates are the same)
     d = mujoco.MjData(m)
@@ -175,8 +180,9 @@ def scene(root, label, directory, fname, key):
     g = np.asarray(jaxrbd.gravity_forces(model, jnp.asarray(qref)))[6:]
     g_vs_mujoco = float(np.max(np.abs(g - d.qfrc_bias[6:])) / max(np.max(np.abs(g)), 1e-300))
     return dict(m=m, model=model, feet=feet, qref=qref, key=key_name, geoms=geoms,
-                missing_meshes=n_missing, gains=pd, tau_ff=tau_ff, ff_forces=fz, ff_residual=ff_residual,
-                gravity_vs_mujoco=g_vs_mujoco)
+                missing_meshes=n_missing, gains=pd[:2], gain_info=pd[2], tau_ff=tau_ff,
+                ff_forces=fz, ff_residual=ff_residual, gravity_vs_mujoco=g_vs_mujoco,
+                settle_tilt_deg=tilt, touching=touching)
 
 
 #: The most vertices a mesh foot keeps (spread over its sole).
@@ -205,12 +211,125 @@ def thin_mesh_points(names, world):
     return out
 
 
-def gains(model, qref):
-    H = np.asarray(jaxrbd.mass_matrix(model, jnp.asarray(qref)))
-    # the joint's apparent inertia 1 / (H^-1)_ii, not H_ii: on coupled chains (two-axis
-    # ankles, wrists) H_ii is up to 17x larger and H_ii-scaled gains are unstable at 1 ms
-    h = 1.0 / np.diag(np.linalg.inv(H))[6:]
-    return h * W * W, 2 * h * W
+#: Points whose lowest surface point is within this of the ground at the (settled)
+#: keyframe carry the feed-forward forces and define the legs [m].
+TOUCH = 1e-4
+
+
+def settle(model, feet, qref, rounds=8):
+    """The keyframe set down on the floor as a rigid body (joints locked): ``(qref, tilt)``.
+
+    A keyframe's soles need not be level (Apollo's are pitched toes-up by 2.5 degrees): on
+    its lowest points alone its centre of mass may lie outside the support polygon. The
+    locked robot comes to rest on the facet of the lower convex hull of its points'
+    lowest surface points whose horizontal projection holds the centre of mass; the whole
+    robot is rotated about that facet until it is horizontal, and lowered to touch
+    (repeated: spheres' lowest points move with the rotation). ``tilt`` is the total
+    rotation [deg]; it is 0 where the keyframe already rests level.
+    """
+    from scipy.spatial import ConvexHull, QhullError
+    from scipy.spatial.transform import Rotation
+
+    q = qref.copy()
+    total = Rotation.identity()
+    r = np.asarray(feet.radius)
+    for _ in range(rounds):
+        world = np.asarray(jaxrbd.point_position(model, jnp.asarray(q), list(feet.bodies),
+                                                 feet.points))
+        low = world - r[:, None] * np.array([0.0, 0.0, 1.0])
+        q[2] -= low[:, 2].min()
+        low[:, 2] -= low[:, 2].min()
+        if np.ptp(low[:, 2]) < 1e-12 or len(low) < 3:
+            break
+        com = np.asarray(jaxrbd.center_of_mass(model, jnp.asarray(q)))
+        try:
+            hull = ConvexHull(low, qhull_options="QJ")
+        except QhullError:
+            break
+        normal = None
+        for simplex, eq in zip(hull.simplices, hull.equations):
+            if eq[2] > -1e-9:  # not a lower facet
+                continue
+            a, b, c = low[simplex, :2]
+            lam = np.linalg.lstsq(np.array([b - a, c - a]).T, com[:2] - a, rcond=None)[0]
+            if lam.min() >= -1e-9 and lam.sum() <= 1 + 1e-9:
+                normal, pivot = eq[:3], low[simplex[0]]
+                break
+        if normal is None:
+            break
+        axis = np.cross(normal, [0.0, 0.0, -1.0])
+        angle = np.arctan2(np.linalg.norm(axis), -normal[2])
+        if angle < 1e-10:
+            break
+        rot = Rotation.from_rotvec(axis / np.linalg.norm(axis) * angle)
+        total = rot * total
+        q[:3] = pivot + rot.apply(q[:3] - pivot)
+        w, x, y, z = q[3:7]
+        q[3:7] = np.roll((rot * Rotation.from_quat([x, y, z, w])).as_quat(), 1)
+    return q, float(np.degrees(total.magnitude()))
+
+
+#: Each joint's stiffness over the gravity stiffness of the mass it tips (see `gains`).
+STIFFNESS_MARGIN = 2.0
+#: Damping ratio against the joint's inertia with the touching points held.
+DAMPING_RATIO = 1.0
+
+
+def gains(model, m, touching, touching_geoms, qref):
+    """PD gains ``(kp, kd, info)`` per joint (the free joint left out), from the model.
+
+    * Stiffness: ``kp_i = max(h_i w^2, STIFFNESS_MARGIN * s_i)``. ``h_i = 1 / (H^-1)_ii``
+      is the joint's apparent inertia with the base free (``w = 2 pi --pd-hz``, the
+      bandwidth floor); ``s_i`` the gravity stiffness of the mass that the joint tips
+      (``m g r_perp,z``, with ``r_perp`` the part of that mass's centre, from the joint's
+      anchor, normal to its axis: zero for a vertical axis, ``m g h`` for a horizontal
+      one). A joint that carries a touching point in its subtree (a leg's) tips the rest
+      of the robot about its axis; any other joint tips its own subtree. Each joint alone
+      holds the body upright with the margin: legs in parallel only add to it.
+    * Damping: ``kd_i = 2 DAMPING_RATIO sqrt(kp_i c_i)`` with ``c_i = 1 / (H_c^-1)_ii`` the
+      joint's inertia with the touching points held (``H_c^-1 = H^-1 - H^-1 J^T (J H^-1
+      J^T)^+ J H^-1``, ``J`` their 3-D Jacobians), at most ``h_i / dt`` (the explicit
+      PD's damping stays stable with the foot free).
+    """
+    import mujoco
+
+    q = jnp.asarray(qref)
+    H = np.asarray(jaxrbd.mass_matrix(model, q))
+    Hi = np.linalg.inv(H)
+    h = 1.0 / np.diag(Hi)[6:]
+    J = np.asarray(jaxrbd.point_jacobian(model, q, list(touching.bodies), touching.points))
+    J = J.reshape(-1, model.nv)
+    HJ = Hi @ J.T
+    Hc_inv = Hi - HJ @ np.linalg.pinv(J @ HJ, rcond=1e-10) @ HJ.T
+    c = 1.0 / np.maximum(np.diag(Hc_inv)[6:], 1e-300)
+    d = mujoco.MjData(m)
+    d.qpos[:] = qref
+    mujoco.mj_forward(m, d)
+    gz = abs(float(m.opt.gravity[2]))
+    root = int(m.body_rootid[m.jnt_bodyid[0]])
+    M, com = float(m.body_subtreemass[root]), d.subtree_com[root]
+    leg_bodies = set()
+    for g in touching_geoms:
+        b = int(m.geom_bodyid[g])
+        while b > root:
+            leg_bodies.add(b)
+            b = int(m.body_parentid[b])
+    s = np.zeros(model.nv - 6)
+    for j in range(1, m.njnt):
+        b, k = int(m.jnt_bodyid[j]), int(m.jnt_dofadr[j]) - 6
+        if m.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE:
+            continue  # a slide joint's gravity load is constant: no stiffness
+        mb, cb = float(m.body_subtreemass[b]), d.subtree_com[b]
+        mass, centre = (M - mb, (M * com - mb * cb) / (M - mb)) if b in leg_bodies else (mb, cb)
+        a = d.xaxis[j]
+        rel = centre - d.xanchor[j]
+        s[k] = mass * gz * (rel - a * (a @ rel))[2]
+    kp = np.maximum(h * W * W, STIFFNESS_MARGIN * s)
+    kd = np.minimum(2 * DAMPING_RATIO * np.sqrt(kp * c), h / DT)
+    info = dict(kp=kp, kd=kd, gravity_stiffness=s, inertia_free=h, inertia_held=c,
+                stiffness_bound=kp > h * W * W, damping_capped=kd >= h / DT * (1 - 1e-12),
+                w_dt=np.sqrt(kp / h) * DT)
+    return kp, kd, info
 
 
 def feed_forward(model, feet, qref):
@@ -367,6 +486,10 @@ def one_robot(root, entry, n):
                   foot_geoms=len(s["geoms"]), mass_kg=weight / abs(s["m"].opt.gravity[2]),
                   missing_meshes=s["missing_meshes"], ff_residual=s["ff_residual"],
                   ff_points_loaded=int(np.sum(s["ff_forces"] > 1e-6 * np.max(s["ff_forces"]))),
+                  touching=len(s["touching"]), settle_tilt_deg=s["settle_tilt_deg"],
+                  kp_from_gravity=int(np.sum(s["gain_info"]["stiffness_bound"])),
+                  kd_capped=int(np.sum(s["gain_info"]["damping_capped"])),
+                  w_dt_max=float(np.max(s["gain_info"]["w_dt"])),
                   gravity_vs_mujoco=s["gravity_vs_mujoco"])
     fz_mj, xy_mj, q_mj, mj_step_s = run_mujoco(s, n)
     k1 = min(1000, n // 2)
@@ -459,7 +582,11 @@ def main():
             skipped.append(dict(robot=entry[0], reason=str(e)))
         cm.write_json(out, rows, meta, skipped=skipped, seconds=ARGS.seconds, dt=DT,
                       friction=MU, band_m=ARGS.band, pd_hz=W / (2 * np.pi),
-                      pd_gains="1/(H^-1)_ii", feed_forward=True)
+                      pd_gains=f"kp = max(h w^2, {STIFFNESS_MARGIN} m g r_perp,z), kd = "
+                      f"min(2 {DAMPING_RATIO} sqrt(kp c), h / dt); h = 1/(H^-1)_ii, "
+                      "c = 1/(H_c^-1)_ii with the touching points held",
+                      feed_forward=f"vertical forces on the points within {TOUCH} m of the "
+                      "ground at the settled keyframe", settle=True)
 
     report(rows, skipped)
     print("wrote", out)
