@@ -353,6 +353,55 @@ def test_batched_solve_equals_single_solves():
     assert len(set(np.asarray(its_b).tolist())) > 1  # the samples took different paths
 
 
+def _flat_foot_problem(tilt, n=4, mass=2.0, dt=1e-3, mu=0.5):
+    """``(A, c, mu)`` of a rigid box landing on an ``n x n`` grid of its sole's points
+    (redundant contacts: a nearly singular Delassus matrix, condition about 1e7), rolling
+    at ``tilt`` rad/s; contact frames aligned with the world (normal z)."""
+    xs, ys = np.linspace(-0.1, 0.1, n), np.linspace(-0.05, 0.05, n)
+    P = np.array([[x, y, -0.02] for x in xs for y in ys])
+    inertia = mass / 12 * np.array([0.1**2 + 0.04**2, 0.2**2 + 0.04**2, 0.2**2 + 0.1**2])
+    Minv = np.diag(np.concatenate([1 / inertia, np.full(3, 1 / mass)]))
+    cross = lambda p: np.array([[0, -p[2], p[1]], [p[2], 0, -p[0]], [-p[1], p[0], 0]])
+    # rows [n, t1, t2] = world [z, x, y] of each point's velocity v + w x p
+    G = np.vstack([np.hstack([-cross(p), np.eye(3)])[[2, 0, 1]] for p in P])
+    A = G @ Minv @ G.T
+    A += 1e-6 * np.mean(np.diag(A)) * np.eye(len(A))
+    c = G @ np.array([0.0, tilt, 0.05, 0.02, 0.0, -9.81 * dt - 0.3])
+    return jnp.asarray(A), jnp.asarray(c), jnp.full(len(P), mu)
+
+
+def test_newton_chain_finishes_an_unconverged_solve():
+    """A solve that ends its iterations above the tolerance goes on with a chain of Newton
+    steps (`_solvers._newton_chain`) that reaches it, counts each step as an iteration and
+    reports the residual its impulses leave; batched, each sample gets its own answer."""
+    from jaxrbd.ground._solvers import natural_residual, solve
+
+    run = lambda polish, A, c, mu: solve("admm", 10, 0.5, True, polish, 1e-6, A, c, mu,
+                                         jnp.zeros_like(c))
+    hard = _flat_foot_problem(3.0)
+    # ten ADMM iterations alone (one block, no check-time polish) stop above the tolerance
+    _, res0, its0 = jax.jit(lambda *p: run(False, *p))(*hard)
+    assert float(res0) > 1e-6 and int(its0) == 10
+    lam, res, its = jax.jit(lambda *p: run(True, *p))(*hard)
+    assert float(res) <= 1e-6 and 10 < int(its) <= 30
+    assert float(res) == float(natural_residual(lam, *hard))
+    u = (hard[0] @ lam + hard[1]).reshape(-1, 3)
+    L = lam.reshape(-1, 3)
+    assert np.all(L[:, 0] >= 0) and np.all(u[:, 0] >= -1e-6)
+    assert np.all(np.linalg.norm(L[:, 1:], axis=1) <= hard[2] * L[:, 0] * (1 + 1e-12) + 1e-15)
+    # a batch of the hard problem and an easy one: the easy one's answer and count stay
+    easy = _flat_foot_problem(0.0)  # ends in its ten iterations
+    A, c, mu = (jnp.stack([h, e]) for h, e in zip(hard, easy))
+    lam_b, res_b, its_b = jax.jit(jax.vmap(lambda *p: run(True, *p)))(A, c, mu)
+    for i in range(2):
+        lam_i, res_i, its_i = jax.jit(lambda *p: run(True, *p))(A[i], c[i], mu[i])
+        assert int(its_b[i]) == int(its_i)
+        # round-off through LU solves of condition ~1e7
+        np.testing.assert_allclose(lam_b[i], lam_i, rtol=0, atol=1e-8 * float(jnp.abs(lam_i).max()))
+        assert float(res_b[i]) <= 1e-6 and float(res_i) <= 1e-6
+    assert int(its_b[1]) < int(its_b[0])
+
+
 @pytest.mark.parametrize("contact_model", ["hard"])
 def test_gradients_through_contact(block, contact_model):
     model, pts = block

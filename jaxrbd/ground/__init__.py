@@ -106,7 +106,9 @@ class HardContact(eqx.Module):
         solver: ``"admm"`` (default) or ``"pgs"`` (projected Gauss-Seidel: cheaper per
             sweep, but it does not converge on every robot; see the ground-contact
             docs' solver table).
-        iterations: the most solver iterations (sweeps) per step.
+        iterations: the most solver iterations (sweeps) per step; with ``polish`` a solve
+            still above ``tolerance`` then takes up to 20 Newton steps, counted in
+            `ContactInfo.iterations`.
         tolerance: the residual [m/s] (`ContactInfo.residual`: the largest violation
             of the contact conditions) at which the solver stops, checked every 10
             iterations; ``0`` runs exactly ``iterations``. A step whose solve stops

@@ -34,7 +34,8 @@ Either solver, at every check after the first that finds it unfinished, tries on
 semismooth Newton step on ``lam - F(lam) = 0`` from its iterate and restarts from it
 when it lowers the residual: first-order iterations stall on the nearly singular
 Delassus matrices of redundant points (flat feet), where the Newton step, once the
-contact mode is right, lands on the solution.
+contact mode is right, lands on the solution. A solve that ends its iterations above
+the tolerance then takes a chain of such steps, each from the last (`_newton_chain`).
 
 Gradients never go through the iterations: `solve` is a `jax.custom_vjp` whose
 backward pass applies the implicit function theorem to ``lam = F(lam, A, c, mu)`` at
@@ -284,6 +285,44 @@ def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True
     lam = impulses(state)
     start = (state, k, lam, residual(lam))
     _, k, lam, res = lax.while_loop(unfinished, block, start)
+    if polish and tolerance > 0:
+        lam, res, k = _newton_chain(lam, res, k, A, c, mu, tolerance)
+    return lam, res, k
+
+
+#: The most semismooth Newton steps of the chain that ends an unconverged solve.
+NEWTON_STEPS = 20
+
+
+def _newton_chain(lam, res, k, A, c, mu, tolerance):
+    """``(lam, residual, k)`` after up to `NEWTON_STEPS` full Newton steps (`_newton`),
+    each from the last, from the best iterate of a solve that ended above ``tolerance``;
+    the lowest residual seen wins and every step counts as one iteration.
+
+    The steps are a primal-dual active-set method: each solves the contact conditions
+    in the contact mode of its starting point exactly, so a chain ends once it reaches
+    the solution's mode; unlike the single step of a check it goes on from a step that
+    did not lower the residual (the mode changes where the residual passes a kink). It
+    finishes most of the landing steps of flat feet with redundant points, where ADMM and
+    Gauss-Seidel sweeps stall on the nearly singular Delassus matrix. A solve that has
+    converged skips it (under `jax.vmap`, the batch does while some sample has not).
+    """
+
+    def unfinished(carry):
+        _, _, res, j, _ = carry
+        return (res > tolerance) & (j < NEWTON_STEPS)
+
+    def step(carry):
+        cur, best, res, j, k = carry
+        cur = _newton(cur, A, c, mu)
+        r = natural_residual(cur, A, c, mu)
+        # a step that lands on non-finite numbers (a singular mode) ends the chain
+        ok = jnp.isfinite(r)
+        better = ok & (r < res)
+        return (jnp.where(ok, cur, best), jnp.where(better, cur, best), jnp.where(better, r, res),
+                jnp.where(ok, j + 1, NEWTON_STEPS), k + 1)
+
+    _, lam, res, _, k = lax.while_loop(unfinished, step, (lam, lam, res, jnp.zeros_like(k), k))
     return lam, res, k
 
 
