@@ -23,13 +23,27 @@ Scene rules (the same for both simulators):
   the model's own). MuJoCo's joint limits, equality constraints, joint damping, friction
   loss, springs, gravity compensation and actuators are switched off: jaxrbd's step has
   none of them, and the PD torques go in through ``qfrc_applied``.
-- **PD**: ``tau_i = kp_i (q_ref - q)_i - kd_i qd_i`` on every joint but the free one, with
-  ``kp_i = m_i w^2``, ``kd_i = 2 m_i w``, ``m_i = 1 / (H^-1)_ii`` the joint's apparent
-  inertia (``H`` the mass matrix at the pose, armature included; ``w = 2 pi 20 Hz``,
-  ``--pd-hz``). These gains are not a balance controller: where the ankles' stiffness
-  is below the body's gravity stiffness ``m g h`` (Talos at 20 Hz: ``2 kp = 630``
-  against ``m g h`` about 800 N m/rad) the upright pose is unstable, and a run stands only
-  while nothing disturbs its exact starting equilibrium.
+- **Keyframe set down**: the keyframe with its joints locked rests on the floor as a
+  rigid body would (`settle`: rotated about the facet of its points' lower convex hull
+  that holds the centre of mass until that facet is level; Apollo's soles are pitched
+  2.2 degrees at its keyframe, the other robots move by less than 0.6 degrees). The points
+  within ``TOUCH`` (0.1 mm) of the ground then are the touching points.
+- **Controller** (the same in both simulators), ``tau = tau_ff + kp (q_ref - q) - kd qd``
+  on every joint but the free one:
+
+  * ``tau_ff``: the static torques that hold the keyframe with vertical forces
+    ``f_z >= 0`` (inside every friction cone) on the touching points only, of smallest
+    norm (`feed_forward`);
+  * ``kp_i = max(h_i w^2, 2 s_i)``: ``h_i = 1 / (H^-1)_ii`` the joint's apparent
+    inertia with the base free, ``w = 2 pi 20 Hz`` (``--pd-hz``), ``s_i`` the gravity
+    stiffness of the mass the joint tips (a leg joint tips the rest of the robot about
+    its axis, any other joint its own subtree): each joint alone holds that mass upright
+    with a margin of 2;
+  * ``kd_i = 2 sqrt(kp_i c_i)`` (damping ratio 1), ``c_i`` the joint's inertia with the
+    touching points held, at most ``h_i / dt`` (`gains`).
+
+  It is a posture controller, not a balance controller: nothing moves the centre of
+  mass back over the feet once the whole robot leans (see the docs for who falls).
 - Robots with closed kinematic loops (``connect``/``weld`` equality constraints that
   carry the legs: Cassie) do not apply (`ground.step` has no loop constraints); neither
   do robots without a free joint.
@@ -216,6 +230,11 @@ def thin_mesh_points(names, world):
 TOUCH = 1e-4
 
 
+#: The steepest facet a keyframe is set down on [deg]: steeper ones (a near-vertical
+#: facet's horizontal projection is a sliver) would tip the robot over, not level it.
+MAX_SETTLE_DEG = 10.0
+
+
 def settle(model, feet, qref, rounds=8):
     """The keyframe set down on the floor as a rigid body (joints locked): ``(qref, tilt)``.
 
@@ -248,8 +267,8 @@ def settle(model, feet, qref, rounds=8):
             break
         normal = None
         for simplex, eq in zip(hull.simplices, hull.equations):
-            if eq[2] > -1e-9:  # not a lower facet
-                continue
+            if eq[2] > -np.cos(np.radians(MAX_SETTLE_DEG)):
+                continue  # not a lower facet, or one the upright robot cannot rest on
             a, b, c = low[simplex, :2]
             lam = np.linalg.lstsq(np.array([b - a, c - a]).T, com[:2] - a, rcond=None)[0]
             if lam.min() >= -1e-9 and lam.sum() <= 1 + 1e-9:
