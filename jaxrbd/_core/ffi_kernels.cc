@@ -389,20 +389,13 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
   return ffi::Error::Success();
 }
 
-// Inverse dynamics, Featherstone (2008) Table 5.1, with the armature's torque arm qdd.
-ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
-                ffi::Buffer<ffi::F64> qdd_b, ffi::ResultBuffer<ffi::F64> tau_b) {
-  Tree t = MODEL_TREE;
+// RNEA's passes (Featherstone 2008, Table 5.1): Xup, v, vJc, a and the subtree forces f
+// (each node's own force plus its children's, in its frame).
+void rnea_passes(const Tree& t, const double* q, const double* qd, const double* qdd,
+                 const double* g, std::vector<Xf>& Xup, std::vector<double>& v,
+                 std::vector<double>& vJc, std::vector<double>& a, std::vector<double>& f) {
   const int nn = t.nn;
-  const double* qdd = qdd_b.typed_data();
-  const double* arm = armature_b.typed_data();
-  const double* g = gravity_b.typed_data();
-  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
-  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
-  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
-  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
-  std::vector<double>& f = scratch<6>(6 * nn, 0.0);
-  velocities(t, q_b.typed_data(), qd_b.typed_data(), Xup, v, vJc);
+  velocities(t, q, qd, Xup, v, vJc);
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
   for (int k = 1; k < nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
@@ -415,16 +408,34 @@ ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_
     cross_force(&v[6 * k], Iv, vIv);
     for (int i = 0; i < 6; ++i) f[6 * k + i] = Ia[i] + vIv[i];
   }
-  double* tau = tau_b->typed_data();
   for (int k = nn - 1; k >= 1; --k) {
-    const double* S = t.axes + 6 * (k - 1);
-    double x = arm[k - 1] * qdd[k - 1];
-    for (int i = 0; i < 6; ++i) x += S[i] * f[6 * k + i];
-    tau[k - 1] = x;
     if (t.parent[k] == 0) continue;
     double fp[6];
     apply_T(Xup[k], &f[6 * k], fp);
     for (int i = 0; i < 6; ++i) f[6 * t.parent[k] + i] += fp[i];
+  }
+}
+
+// Inverse dynamics, Featherstone (2008) Table 5.1, with the armature's torque arm qdd.
+ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+                ffi::Buffer<ffi::F64> qdd_b, ffi::ResultBuffer<ffi::F64> tau_b) {
+  Tree t = MODEL_TREE;
+  const int nn = t.nn;
+  const double* qdd = qdd_b.typed_data();
+  const double* arm = armature_b.typed_data();
+  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
+  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
+  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
+  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
+  std::vector<double>& f = scratch<6>(6 * nn, 0.0);
+  rnea_passes(t, q_b.typed_data(), qd_b.typed_data(), qdd, gravity_b.typed_data(), Xup, v,
+              vJc, a, f);
+  double* tau = tau_b->typed_data();
+  for (int k = 1; k < nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
+    double x = arm[k - 1] * qdd[k - 1];
+    for (int i = 0; i < 6; ++i) x += S[i] * f[6 * k + i];
+    tau[k - 1] = x;
   }
   return ffi::Error::Success();
 }
@@ -720,26 +731,8 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
   double* rb = scratch<12>(3 * nn, 0.0).data();
   double* Sb = scratch<13>(6 * nn, 0.0).data();
   double* Ib = scratch<14>(10 * nn, 0.0).data();
-  // the primal passes (Rnea), keeping a, v and the subtree forces F
-  velocities(t, q_b.typed_data(), qd, Xup, v, vJc);
-  a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
-  for (int k = 1; k < nn; ++k) {
-    const double* S = t.axes + 6 * (k - 1);
-    double ap[6], c[6], Iv[6], Ia[6], vIv[6];
-    apply(Xup[k], &a[6 * t.parent[k]], ap);
-    cross_motion(&v[6 * k], &vJc[6 * k], c);
-    for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * qdd[k - 1] + c[i];
-    mv(t.I[k], &a[6 * k], Ia);
-    mv(t.I[k], &v[6 * k], Iv);
-    cross_force(&v[6 * k], Iv, vIv);
-    for (int i = 0; i < 6; ++i) F[6 * k + i] = Ia[i] + vIv[i];
-  }
-  for (int k = nn - 1; k >= 1; --k) {
-    if (t.parent[k] == 0) continue;
-    double fp[6];
-    apply_T(Xup[k], &F[6 * k], fp);
-    for (int i = 0; i < 6; ++i) F[6 * t.parent[k] + i] += fp[i];
-  }
+  // the primal passes, keeping a, v and the subtree forces F
+  rnea_passes(t, q_b.typed_data(), qd, qdd, g, Xup, v, vJc, a, F);
   // adjoint of the force pass, root to leaves: Fb_k = S_k lam_k + Xup_k Fb_p, and of
   // f_k = I_k a_k + v_k x* (I_k v_k) at every node
   for (int k = 1; k < nn; ++k) {
