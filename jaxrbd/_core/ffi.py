@@ -49,9 +49,8 @@ from ..joints import JOINT_KINDS
 from .backend import on_cpu
 from .topology import topology
 
-__all__ = ["NODE_KINDS", "KernelBuildError", "aba", "crba", "library", "node_tables", "rnea",
-           "fd_derivatives", "id_derivatives", "rnea_vjp",
-           "supported"]
+__all__ = ["NODE_KINDS", "KernelBuildError", "aba", "build", "crba", "fd_derivatives",
+           "id_derivatives", "library", "node_tables", "rnea", "rnea_vjp", "supported"]
 
 SOURCE = pathlib.Path(__file__).with_name("ffi_kernels.cc")
 
@@ -96,34 +95,41 @@ def _cpu_features() -> bytes:
     return "\n".join(sorted(set(keep))).encode()
 
 
-@functools.cache
 def library() -> ctypes.CDLL:
     """Build (once per source, compiler and jaxlib version) and load the kernels, and
     register their FFI targets with XLA's CPU backend."""
+    return build(SOURCE, TARGETS)
+
+
+@functools.cache
+def build(source: pathlib.Path, targets: tuple) -> ctypes.CDLL:
+    """Build the C++ file ``source`` into a cached library (keyed by its text, the
+    compiler, jaxlib's version, the flags and the CPU), load it and register its
+    ``targets`` (``(registered name, exported symbol)`` pairs) with XLA's CPU backend."""
     cxx = _compiler()
-    source = SOURCE.read_bytes()
+    text = source.read_bytes()
     # jaxlib's version keys the cache: the FFI headers come with it
-    key = hashlib.sha256(b"\0".join([source, cxx.encode(), jaxlib.__version__.encode(),
+    key = hashlib.sha256(b"\0".join([text, cxx.encode(), jaxlib.__version__.encode(),
                                      " ".join(CXXFLAGS).encode(), _cpu_features()]))
     key = key.hexdigest()[:16]
     root = pathlib.Path(os.environ.get("JAXRBD_CACHE", pathlib.Path.home() / ".cache" / "jaxrbd"))
-    path = root / "kernels" / f"jaxrbd_kernels_{key}.so"
+    path = root / "kernels" / f"{source.stem}_{key}.so"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         # build beside the target and rename: a concurrent or interrupted build never
         # leaves a partial library under the final name
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
         os.close(fd)
-        cmd = [cxx, *CXXFLAGS, f"-I{jax.ffi.include_dir()}", str(SOURCE), "-o", tmp]
+        cmd = [cxx, *CXXFLAGS, f"-I{jax.ffi.include_dir()}", str(source), "-o", tmp]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             os.unlink(tmp)
             raise KernelBuildError(
-                f'traversal="kernel": building {SOURCE.name} failed ({" ".join(cmd)}):\n'
+                f'traversal="kernel": building {source.name} failed ({" ".join(cmd)}):\n'
                 + done.stderr[-2000:])
         os.replace(tmp, path)
     lib = ctypes.cdll.LoadLibrary(str(path))
-    for name, symbol in TARGETS:
+    for name, symbol in targets:
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, symbol)),
                                     platform="cpu")
     return lib

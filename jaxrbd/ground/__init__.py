@@ -255,7 +255,7 @@ def _contact_model(contact_model):
 
 
 def _free_motion(model, k: Kernels, q, qd, contacts, terrain):
-    gap, frame, mu, G = contact_jacobian(model, k, q, contacts, terrain)
+    gap, frame, mu, G = contact_jacobian(_kinematics(model), k, q, contacts, terrain)
     H = k.mass_matrix(model, q)
     C = k.bias_forces(model, q, qd)
     return gap, frame, mu, G, H, C
@@ -305,10 +305,25 @@ def _limit_work(lam, A, c, converged):
     return jnp.where(converged, lam, jax.lax.stop_gradient(t) * lam)
 
 
+def _native(model) -> bool:
+    """Whether one state's contact problem is solved by the native kernel
+    (`jaxrbd._core.ffi_contact`): where the model (a coupled model's base) asks for the
+    ``"kernel"`` traversal, as its dynamics do."""
+    return getattr(model, "base", model).traversal == "kernel"
+
+
+def _kinematics(model):
+    """The model the contact kinematics run on: a model of traversal "kernel" runs one
+    state's dynamics and contact solve as native kernels, and its kinematics as the XLA
+    program of fewest kernels (``"dense"``: one state only, batches keep their schedule;
+    the same numbers)."""
+    return model.with_traversal("dense") if _native(model) else model
+
+
 def _step_hard(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p, lam0):
     gap, frame, mu, A, c, L, Y, v_free = _hard_terms(model, k, q, qd, tau, dt, contacts, terrain, p)
     lam, res, its = solve(p.solver, p.iterations, p.admm_rho, p.admm_adaptive, p.polish,
-                          p.tolerance, A, c, mu, lam0)
+                          p.tolerance, A, c, mu, lam0, _native(model))
     res = jax.lax.stop_gradient(res)
     # with tolerance 0 the solver runs a fixed count: judge it by the default tolerance
     converged = res <= (p.tolerance if p.tolerance > 0 else _TOLERANCE)

@@ -56,6 +56,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._core import ffi_contact
 from .._core import linalg as _linalg
 
 __all__ = ["SOLVERS", "fixed_point_map", "natural_residual", "project_cone", "solve"]
@@ -239,8 +240,10 @@ def _newton(lam, A, c, mu):
 
 
 def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True,
-         polish=True):
-    """``(lam, residual, iterations run)``.
+         polish=True, native=False):
+    """``(lam, residual, iterations run)``; with ``native``, where it applies
+    (`jaxrbd._core.ffi_contact.supported`), by the native kernel of the same solve for
+    one problem (the XLA program below under `jax.vmap`).
 
     With ``tolerance > 0`` the solver stops at the first check (every `CHECK_EVERY`
     iterations) where the residual is at most ``tolerance``, after ``iterations`` at
@@ -249,6 +252,13 @@ def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True
     is tried, and the solver restarts from it when it lowers the residual; ADMM then
     adapts its penalty. The impulses returned are those of the lowest residual seen.
     """
+    if native and ffi_contact.supported(A):
+        def xla(A, c, mu, lam0):
+            return _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive,
+                        polish)
+
+        return ffi_contact.solve(xla, solver, iterations, rho_scale, tolerance, adaptive,
+                                 polish, A, c, mu, lam0)
     if solver == "pgs":
         state, update, adapt, impulses = _pgs(A, c, mu, lam0)
         restart = lambda state, lam: lam
@@ -358,26 +368,29 @@ def lu_solve(M, b):
     return lax.fori_loop(0, n, back, jnp.zeros_like(y))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5))
-def solve(solver, iterations, rho_scale, adaptive, polish, tolerance, A, c, mu, lam0):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5, 10))
+def solve(solver, iterations, rho_scale, adaptive, polish, tolerance, A, c, mu, lam0,
+          native=False):
     """Contact impulses `(3K,)` for ``u = A lam + c`` (see the module docstring), the
     residual `natural_residual` [m/s] they leave and the number of iterations run.
 
     ``lam0`` (a warm start) changes the solution only within the solver's tolerance (by
     as much as the residual left when the solver stops unconverged) and gets no
-    gradient; the residual and the count carry no gradient either.
+    gradient; the residual and the count carry no gradient either. ``native`` solves one
+    problem by the native kernel where it applies (`_run`).
     """
     return _run(solver, iterations, rho_scale, tolerance, A, c, mu, lax.stop_gradient(lam0),
-                adaptive, polish)
+                adaptive, polish, native)
 
 
-def _solve_fwd(solver, iterations, rho_scale, adaptive, polish, tolerance, A, c, mu, lam0):
+def _solve_fwd(solver, iterations, rho_scale, adaptive, polish, tolerance, A, c, mu, lam0,
+               native=False):
     out = _run(solver, iterations, rho_scale, tolerance, A, c, mu, lax.stop_gradient(lam0),
-               adaptive, polish)
+               adaptive, polish, native)
     return out, (A, c, mu, out[0])
 
 
-def _solve_bwd(solver, iterations, rho_scale, adaptive, polish, tolerance, res,
+def _solve_bwd(solver, iterations, rho_scale, adaptive, polish, tolerance, native, res,
                cotangents):
     A, c, mu, lam = res
     g = cotangents[0]  # the residual and the iteration count carry no gradient

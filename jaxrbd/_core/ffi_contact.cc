@@ -1,0 +1,366 @@
+// jaxrbd's native contact solve: one state's frictional contact problem as a single XLA FFI
+// call (`jaxrbd.ground._solvers.solve` for a model of traversal "kernel").
+//
+// The problem and the algorithms are those of jaxrbd/ground/_solvers.py, mirrored step by
+// step so that the iterates, the checks and the returned impulses are the XLA program's
+// up to rounding: ``u = A lam + c`` per contact [n, t1, t2]; projected Gauss-Seidel or
+// ADMM with De Saxce's correction and residual balancing (Carpentier et al. 2024, Boyd et
+// al. 2011), checked every CHECK_EVERY iterations against the natural residual, with a
+// semismooth Newton polish on ``lam - F(lam) = 0`` (F the staggered projection map, its
+// Jacobian the one `jax.jacfwd` takes, ties of max(0, x) at 1/2) solved by Gaussian
+// elimination with partial pivoting. NaNs propagate as in the XLA program (jnp.maximum,
+// jnp.minimum, jnp.max and jnp.argmax all return or pick NaN).
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr int kCheckEvery = 10;  // _solvers.CHECK_EVERY
+constexpr double kRhoBalance = 10.0, kRhoFactor = 2.0, kRhoRange = 1e4;
+
+// jnp.maximum / jnp.minimum: NaN wins.
+inline double jmax(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return NAN;
+  return a > b ? a : b;
+}
+inline double jmin(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return NAN;
+  return a < b ? a : b;
+}
+
+struct Problem {
+  int m, K;
+  const double* A;  // (m, m) row-major
+  const double* c;
+  const double* mu;
+  std::vector<double> rn, rt;  // _solvers.steps
+
+  Problem(int m_, const double* A_, const double* c_, const double* mu_)
+      : m(m_), K(m_ / 3), A(A_), c(c_), mu(mu_), rn(m_ / 3), rt(m_ / 3) {
+    for (int k = 0; k < K; ++k) {
+      rn[k] = 1.0 / A[(3 * k) * m + 3 * k];
+      rt[k] = 2.0 / (A[(3 * k + 1) * m + 3 * k + 1] + A[(3 * k + 2) * m + 3 * k + 2]);
+    }
+  }
+
+  // u = A x + c
+  void velocity(const double* x, double* u) const {
+    for (int i = 0; i < m; ++i) {
+      double s = c[i];
+      const double* row = A + i * m;
+      for (int j = 0; j < m; ++j) s += row[j] * x[j];
+      u[i] = s;
+    }
+  }
+
+  // _solvers.fixed_point_map; u = A lam + c on return
+  void fixed_point(const double* lam, double* out, double* u) const {
+    velocity(lam, u);
+    for (int k = 0; k < K; ++k) {
+      const double ln = jmax(0.0, lam[3 * k] - rn[k] * u[3 * k]);
+      double v1 = lam[3 * k + 1] - rt[k] * u[3 * k + 1];
+      double v2 = lam[3 * k + 2] - rt[k] * u[3 * k + 2];
+      const double rho = mu[k] * ln;
+      const double n2 = v1 * v1 + v2 * v2;
+      const double scale = n2 > rho * rho ? rho / std::sqrt(n2) : 1.0;
+      out[3 * k] = ln;
+      out[3 * k + 1] = v1 * scale;
+      out[3 * k + 2] = v2 * scale;
+    }
+  }
+
+  // _solvers.natural_residual
+  double residual(const double* lam, double* F, double* u) const {
+    fixed_point(lam, F, u);
+    double r = 0.0;
+    for (int k = 0; k < K; ++k) {
+      r = jmax(r, std::fabs((lam[3 * k] - F[3 * k]) / rn[k]));
+      r = jmax(r, std::fabs((lam[3 * k + 1] - F[3 * k + 1]) / rt[k]));
+      r = jmax(r, std::fabs((lam[3 * k + 2] - F[3 * k + 2]) / rt[k]));
+    }
+    return r;
+  }
+};
+
+// _solvers.project_cone of one contact, in place
+void project_cone(double* l, double mu) {
+  const double n = l[0], t1 = l[1], t2 = l[2];
+  const double n2 = t1 * t1 + t2 * t2;
+  const bool pos = n2 > 0;
+  const double s = pos ? std::sqrt(n2) : 0.0;
+  if (s <= mu * n) return;  // inside
+  if (mu * s <= -n) {       // polar cone
+    l[0] = l[1] = l[2] = 0.0;
+    return;
+  }
+  const double alpha = (n + mu * s) / (1.0 + mu * mu);
+  const double d = pos ? s : 1.0;
+  l[0] = alpha;
+  l[1] = mu * alpha * (t1 / d);
+  l[2] = mu * alpha * (t2 / d);
+}
+
+// _solvers.lu_solve: x = M^-1 b by elimination with partial pivoting; M (n, n) is
+// overwritten, b too.
+void lu_solve(int n, double* M, double* b, double* x) {
+  for (int k = 0; k < n; ++k) {
+    int p = k;
+    double best = -1.0;
+    for (int i = k; i < n; ++i) {
+      const double a = std::fabs(M[i * n + k]);
+      if (std::isnan(a)) {
+        p = i;
+        break;
+      }
+      if (a > best) best = a, p = i;
+    }
+    if (p != k) {
+      for (int j = 0; j < n; ++j) std::swap(M[k * n + j], M[p * n + j]);
+      std::swap(b[k], b[p]);
+    }
+    double piv = M[k * n + k];
+    if (piv == 0) piv = DBL_MIN;
+    for (int i = k + 1; i < n; ++i) {
+      const double f = M[i * n + k] / piv;
+      for (int j = 0; j < n; ++j) M[i * n + j] -= f * M[k * n + j];
+      b[i] -= f * b[k];
+    }
+  }
+  for (int k = n - 1; k >= 0; --k) {
+    double piv = M[k * n + k];
+    if (piv == 0) piv = DBL_MIN;
+    double s = b[k];
+    for (int j = k + 1; j < n; ++j) s -= M[k * n + j] * x[j];
+    x[k] = s / piv;
+  }
+}
+
+// (A + rho I)^-1 by Cholesky (a failed factor leaves NaNs, as LAPACK's under jax)
+void inverse(const Problem& P, double rho, std::vector<double>& Minv, std::vector<double>& L) {
+  const int m = P.m;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j <= i; ++j) {
+      double s = P.A[i * m + j] + (i == j ? rho : 0.0);
+      for (int k = 0; k < j; ++k) s -= L[i * m + k] * L[j * m + k];
+      L[i * m + j] = i == j ? std::sqrt(s) : s / L[j * m + j];
+    }
+  // columns of L^-T L^-1: solve L y = e_j, then L^T x = y
+  std::vector<double> y(m);
+  for (int j = 0; j < m; ++j) {
+    for (int i = 0; i < m; ++i) {
+      double s = i == j ? 1.0 : 0.0;
+      for (int k = 0; k < i; ++k) s -= L[i * m + k] * y[k];
+      y[i] = s / L[i * m + i];
+    }
+    for (int i = m - 1; i >= 0; --i) {
+      double s = y[i];
+      for (int k = i + 1; k < m; ++k) s -= L[k * m + i] * Minv[k * m + j];
+      Minv[i * m + j] = s / L[i * m + i];
+    }
+  }
+}
+
+struct Solver {
+  const Problem& P;
+  const bool admm, adaptive;
+  const int m;
+  // ADMM state (z the impulses; PGS keeps its impulses in z too)
+  std::vector<double> z, y, Minv, L, x, u, w;
+  double rho = 0, rho0 = 0, dbar = 0, r_p = 0, r_d = 0;
+
+  Solver(const Problem& P_, bool admm_, bool adaptive_, double rho_scale, const double* lam0)
+      : P(P_), admm(admm_), adaptive(adaptive_), m(P_.m), z(lam0, lam0 + P_.m), y(P_.m),
+        x(P_.m), u(P_.m), w(P_.m) {
+    if (!admm) return;
+    Minv.assign(m * m, 0.0);
+    L.assign(m * m, 0.0);
+    for (int i = 0; i < m; ++i) dbar += P.A[i * m + i];
+    dbar /= m;
+    rho = rho0 = rho_scale * dbar;
+    inverse(P, rho, Minv, L);
+    start(lam0);
+  }
+
+  // w = desaxce(v): [mu |u_t|, 0, 0] per contact, u = A v + c
+  void desaxce(const double* v) {
+    P.velocity(v, u.data());
+    for (int k = 0; k < P.K; ++k) {
+      const double a = u[3 * k + 1], b = u[3 * k + 2];
+      w[3 * k] = P.mu[k] * std::sqrt(a * a + b * b);
+      w[3 * k + 1] = w[3 * k + 2] = 0.0;
+    }
+  }
+
+  void start(const double* lam) {
+    for (int i = 0; i < m; ++i) z[i] = lam[i];
+    for (int k = 0; k < P.K; ++k) project_cone(&z[3 * k], P.mu[k]);
+    desaxce(z.data());  // u = A z + c
+    for (int i = 0; i < m; ++i) y[i] = -(u[i] + w[i]);
+  }
+
+  void restart(const double* lam) {
+    if (admm) start(lam);
+    else for (int i = 0; i < m; ++i) z[i] = lam[i];
+  }
+
+  void update() {
+    if (!admm) {  // one Gauss-Seidel sweep
+      for (int k = 0; k < P.K; ++k) {
+        double uk[3];
+        for (int r = 0; r < 3; ++r) {
+          const double* row = P.A + (3 * k + r) * m;
+          double s = P.c[3 * k + r];
+          for (int j = 0; j < m; ++j) s += row[j] * z[j];
+          uk[r] = s;
+        }
+        const double ln = jmax(0.0, z[3 * k] - P.rn[k] * uk[0]);
+        const double v1 = z[3 * k + 1] - P.rt[k] * uk[1], v2 = z[3 * k + 2] - P.rt[k] * uk[2];
+        const double rr = P.mu[k] * ln, n2 = v1 * v1 + v2 * v2;
+        const double scale = n2 > rr * rr ? rr / std::sqrt(n2) : 1.0;
+        z[3 * k] = ln;
+        z[3 * k + 1] = v1 * scale;
+        z[3 * k + 2] = v2 * scale;
+      }
+      return;
+    }
+    desaxce(z.data());
+    for (int i = 0; i < m; ++i) w[i] = rho * z[i] - y[i] - P.c[i] - w[i];
+    for (int i = 0; i < m; ++i) {
+      double s = 0;
+      const double* row = Minv.data() + i * m;
+      for (int j = 0; j < m; ++j) s += row[j] * w[j];
+      x[i] = s;
+    }
+    // u: the new z, projected
+    for (int i = 0; i < m; ++i) u[i] = x[i] + y[i] / rho;
+    for (int k = 0; k < P.K; ++k) project_cone(&u[3 * k], P.mu[k]);
+    double rp = 0, rd = 0;
+    for (int i = 0; i < m; ++i) {
+      y[i] += rho * (x[i] - u[i]);
+      rp = jmax(rp, std::fabs(x[i] - u[i]));
+      rd = jmax(rd, std::fabs(u[i] - z[i]));
+      z[i] = u[i];
+    }
+    r_p = dbar * rp;
+    r_d = rho * rd;
+  }
+
+  void adapt() {
+    if (!admm || !adaptive) return;
+    const bool up = (r_p > kRhoBalance * r_d) && (rho < kRhoRange * rho0);
+    const bool down = (r_d > kRhoBalance * r_p) && (rho > rho0 / kRhoRange);
+    if (up || down) {
+      rho = up ? rho * kRhoFactor : rho / kRhoFactor;
+      inverse(P, rho, Minv, L);
+    }
+  }
+};
+
+// _solvers._newton: lam - (I - J)^-1 (lam - F(lam)), J = dF/dlam as jax.jacfwd takes it
+void newton(const Problem& P, const double* lam, double* out) {
+  const int m = P.m;
+  std::vector<double> F(m), u(m), M(m * m), b(m);
+  P.fixed_point(lam, F.data(), u.data());
+  // M = I - J, row by row (F's rows of contact k depend on lam through A's rows 3k..3k+2)
+  for (int k = 0; k < P.K; ++k) {
+    const double rn = P.rn[k], rt = P.rt[k], mu = P.mu[k];
+    const double wn = lam[3 * k] - rn * u[3 * k];
+    const double g = wn > 0 ? 1.0 : (wn == 0 ? 0.5 : 0.0);  // d max(0, w) / dw
+    const double ln = jmax(0.0, wn);
+    const double v1 = lam[3 * k + 1] - rt * u[3 * k + 1], v2 = lam[3 * k + 2] - rt * u[3 * k + 2];
+    const double rho = mu * ln, n2 = v1 * v1 + v2 * v2;
+    const bool out_ = n2 > rho * rho;
+    const double norm = out_ ? std::sqrt(n2) : 1.0;
+    const double* An = P.A + (3 * k) * m;
+    const double* A1 = An + m;
+    const double* A2 = A1 + m;
+    for (int j = 0; j < m; ++j) {
+      const double dw = (j == 3 * k ? 1.0 : 0.0) - rn * An[j];
+      const double dln = g * dw;
+      const double dv1 = (j == 3 * k + 1 ? 1.0 : 0.0) - rt * A1[j];
+      const double dv2 = (j == 3 * k + 2 ? 1.0 : 0.0) - rt * A2[j];
+      double d1 = dv1, d2 = dv2;
+      if (out_) {
+        const double scale = rho / norm;
+        const double dnorm = (v1 * dv1 + v2 * dv2) / norm;
+        const double dscale = mu * dln / norm - rho * dnorm / (norm * norm);
+        d1 = scale * dv1 + v1 * dscale;
+        d2 = scale * dv2 + v2 * dscale;
+      }
+      M[(3 * k) * m + j] = (j == 3 * k ? 1.0 : 0.0) - dln;
+      M[(3 * k + 1) * m + j] = (j == 3 * k + 1 ? 1.0 : 0.0) - d1;
+      M[(3 * k + 2) * m + j] = (j == 3 * k + 2 ? 1.0 : 0.0) - d2;
+    }
+  }
+  for (int i = 0; i < m; ++i) b[i] = lam[i] - F[i];
+  std::vector<double> dx(m);
+  lu_solve(m, M.data(), b.data(), dx.data());
+  for (int i = 0; i < m; ++i) out[i] = lam[i] - dx[i];
+}
+
+ffi::Error Solve(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b, ffi::Buffer<ffi::F64> mu_b,
+                 ffi::Buffer<ffi::F64> lam0_b, ffi::ResultBuffer<ffi::F64> lam_b,
+                 ffi::ResultBuffer<ffi::F64> res_b, ffi::ResultBuffer<ffi::S32> its_b,
+                 int64_t solver, int64_t iterations, double rho_scale, double tolerance,
+                 int64_t adaptive, int64_t polish) {
+  const int m = static_cast<int>(c_b.element_count());
+  if (m % 3 || static_cast<int>(A_b.element_count()) != m * m)
+    return ffi::Error::InvalidArgument("jaxrbd_contact_solve: A must be (3K, 3K), c (3K,)");
+  const Problem P(m, A_b.typed_data(), c_b.typed_data(), mu_b.typed_data());
+  Solver S(P, solver == 1, adaptive != 0, rho_scale, lam0_b.typed_data());
+  std::vector<double> F(m), u(m), best(m), lam_n(m);
+  const int its = static_cast<int>(iterations);
+  int k = 0;
+  auto run_block = [&]() {
+    const int n = std::min(kCheckEvery, its - k);
+    for (int i = 0; i < n; ++i) S.update();
+    k += n;
+  };
+  run_block();
+  best = S.z;
+  double res = P.residual(best.data(), F.data(), u.data());
+  while (k < its && (res > tolerance || tolerance <= 0)) {
+    if (polish) {
+      newton(P, S.z.data(), lam_n.data());
+      const double res_n = P.residual(lam_n.data(), F.data(), u.data());
+      const bool better = res_n < res;
+      if (better) best = lam_n;
+      res = jmin(res_n, res);
+      if (better) S.restart(lam_n.data());
+    }
+    S.adapt();
+    run_block();
+    const double res_b = P.residual(S.z.data(), F.data(), u.data());
+    if (res_b < res) best = S.z;
+    res = jmin(res_b, res);
+  }
+  double* lam = lam_b->typed_data();
+  for (int i = 0; i < m; ++i) lam[i] = best[i];
+  *res_b->typed_data() = res;
+  *its_b->typed_data() = k;
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdContactSolve, Solve,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // A
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // c
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // mu
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // lam0
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // lam
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // residual
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // iterations
+                                  .Attr<int64_t>("solver")
+                                  .Attr<int64_t>("iterations")
+                                  .Attr<double>("rho_scale")
+                                  .Attr<double>("tolerance")
+                                  .Attr<int64_t>("adaptive")
+                                  .Attr<int64_t>("polish"));

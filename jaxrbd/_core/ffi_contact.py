@@ -1,0 +1,74 @@
+"""One state's frictional contact solve as one native kernel (``ffi_contact.cc``).
+
+`jaxrbd.ground`'s hard step on one state spends most of its time in XLA:CPU's runtime,
+not in arithmetic: the solver's loop runs a few hundred to a few thousand small kernels
+per step (checks, cone projections, the Newton polish's pivoted elimination), and a flat
+program of more than a handful of kernels runs as a dataflow graph on the thread pool,
+one task hand-off per kernel (benchmarks/LOG.md). For a model of traversal ``"kernel"``
+the step solves its contact problem instead in one C++ function called through XLA's
+foreign-function interface, the same algorithm as `jaxrbd.ground._solvers` (whose
+iterates, checks and stopping rule it mirrors), built and cached as the dynamics
+kernels are (`jaxrbd._core.ffi.build`).
+
+It applies to one problem, float64, on the CPU (`supported`); under `jax.vmap` the XLA
+program runs (a ``custom_vmap`` rule), and gradients never see it (the solve's implicit
+`jax.custom_vjp` differentiates the solution, not the iterations).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.custom_batching import custom_vmap
+
+from . import ffi
+from .backend import on_cpu
+
+__all__ = ["library", "solve", "supported"]
+
+SOURCE = pathlib.Path(__file__).with_name("ffi_contact.cc")
+TARGETS = (("jaxrbd_contact_solve", "JaxrbdContactSolve"),)
+
+#: the solver codes of ``ffi_contact.cc``
+SOLVER_CODES = {"pgs": 0, "admm": 1}
+
+
+def library():
+    """Build (once, cached) and register the contact kernel (`jaxrbd._core.ffi.build`)."""
+    return ffi.build(SOURCE, TARGETS)
+
+
+def supported(A) -> bool:
+    """Whether the problem of Delassus matrix ``A`` (one problem, traced or not) can run
+    natively: float64 on the CPU."""
+    return A.ndim == 2 and A.dtype == jnp.float64 and on_cpu()
+
+
+def solve(xla, solver, iterations, rho_scale, tolerance, adaptive, polish, A, c, mu, lam0):
+    """``(lam, residual, iterations run)`` of one problem by the native kernel; under
+    `jax.vmap` by ``xla(A, c, mu, lam0)`` (the XLA program of the same solve)."""
+    library()
+    attrs = dict(solver=np.int64(SOLVER_CODES[solver]), iterations=np.int64(iterations),
+                 rho_scale=np.float64(rho_scale), tolerance=np.float64(tolerance),
+                 adaptive=np.int64(adaptive), polish=np.int64(polish))
+    m = c.shape[0]
+    call = jax.ffi.ffi_call(
+        "jaxrbd_contact_solve",
+        (jax.ShapeDtypeStruct((m,), A.dtype), jax.ShapeDtypeStruct((), A.dtype),
+         jax.ShapeDtypeStruct((), jnp.int32)),
+        vmap_method="sequential")
+
+    @custom_vmap
+    def run(A, c, mu, lam0):
+        return tuple(call(A, c, mu, lam0, **attrs))
+
+    @run.def_vmap
+    def _rule(axis_size, in_batched, A, c, mu, lam0):
+        axes = tuple(0 if b else None for b in in_batched)
+        out = jax.vmap(xla, in_axes=axes)(A, c, mu, lam0)
+        return out, (True, True, True)
+
+    return run(A, c, mu, lam0)
