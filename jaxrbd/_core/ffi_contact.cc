@@ -8,7 +8,8 @@
 // al. 2011), checked every CHECK_EVERY iterations against the natural residual, with a
 // semismooth Newton polish on ``lam - F(lam) = 0`` (F the staggered projection map, its
 // Jacobian the one `jax.jacfwd` takes, ties of max(0, x) at 1/2) solved by Gaussian
-// elimination with partial pivoting. NaNs propagate as in the XLA program (jnp.maximum,
+// elimination with partial pivoting, and the chain of Newton steps that ends a solve left
+// above the tolerance. NaNs propagate as in the XLA program (jnp.maximum,
 // jnp.minimum, jnp.max and jnp.argmax all return or pick NaN).
 #include <cfloat>
 #include <cmath>
@@ -22,6 +23,7 @@ namespace ffi = xla::ffi;
 namespace {
 
 constexpr int kCheckEvery = 10;  // _solvers.CHECK_EVERY
+constexpr int kNewtonSteps = 20;  // _solvers.NEWTON_STEPS
 constexpr double kRhoBalance = 10.0, kRhoFactor = 2.0, kRhoRange = 1e4;
 
 // jnp.maximum / jnp.minimum: NaN wins.
@@ -339,6 +341,23 @@ ffi::Error Solve(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b, ffi::Buff
     const double res_b = P.residual(S.z.data(), F.data(), u.data());
     if (res_b < res) best = S.z;
     res = jmin(res_b, res);
+  }
+  if (polish && tolerance > 0) {
+    // _solvers._newton_chain: full Newton steps, each from the last, from the best
+    // iterate; a non-finite residual ends the chain
+    std::vector<double> cur = best;
+    int j = 0;
+    while (res > tolerance && j < kNewtonSteps) {
+      newton(P, cur.data(), lam_n.data());
+      const double r = P.residual(lam_n.data(), F.data(), u.data());
+      const bool ok = std::isfinite(r);
+      const bool better = ok && r < res;
+      const std::vector<double> old_best = best;
+      if (better) best = lam_n, res = r;
+      cur = ok ? lam_n : old_best;
+      j = ok ? j + 1 : kNewtonSteps;
+      ++k;
+    }
   }
   double* lam = lam_b->typed_data();
   for (int i = 0; i < m; ++i) lam[i] = best[i];
