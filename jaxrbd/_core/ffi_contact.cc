@@ -143,6 +143,13 @@ void lu_solve(int n, double* M, double* b, double* x) {
   }
 }
 
+// A per-thread buffer for the triangular inverse, reused from call to call.
+std::vector<double>& scratch_inverse(int m) {
+  thread_local std::vector<double> buffer;
+  buffer.assign(static_cast<size_t>(m) * m, 0.0);
+  return buffer;
+}
+
 // (A + rho I)^-1 by Cholesky (a failed factor leaves NaNs, as LAPACK's under jax)
 void inverse(const Problem& P, double rho, std::vector<double>& Minv, std::vector<double>& L) {
   const int m = P.m;
@@ -152,20 +159,29 @@ void inverse(const Problem& P, double rho, std::vector<double>& Minv, std::vecto
       for (int k = 0; k < j; ++k) s -= L[i * m + k] * L[j * m + k];
       L[i * m + j] = i == j ? std::sqrt(s) : s / L[j * m + j];
     }
-  // columns of L^-T L^-1: solve L y = e_j, then L^T x = y
-  std::vector<double> y(m);
+  // L^-1 (lower triangular, forward substitution from its diagonal; stored transposed,
+  // Lt[j][i] = (L^-1)[i][j], so that every inner loop runs along rows), then the lower
+  // half of L^-T L^-1 mirrored: m^3 / 3 instead of m full solves' m^3
+  std::vector<double>& Lt = scratch_inverse(m);
   for (int j = 0; j < m; ++j) {
-    for (int i = 0; i < m; ++i) {
-      double s = i == j ? 1.0 : 0.0;
-      for (int k = 0; k < i; ++k) s -= L[i * m + k] * y[k];
-      y[i] = s / L[i * m + i];
-    }
-    for (int i = m - 1; i >= 0; --i) {
-      double s = y[i];
-      for (int k = i + 1; k < m; ++k) s -= L[k * m + i] * Minv[k * m + j];
-      Minv[i * m + j] = s / L[i * m + i];
+    double* lj = Lt.data() + j * m;
+    lj[j] = 1.0 / L[j * m + j];
+    for (int i = j + 1; i < m; ++i) {
+      double s = 0.0;
+      const double* Li = L.data() + i * m;
+      for (int k = j; k < i; ++k) s -= Li[k] * lj[k];
+      lj[i] = s / Li[i];
     }
   }
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j <= i; ++j) {
+      const double* li = Lt.data() + i * m;
+      const double* lj = Lt.data() + j * m;
+      double s = 0.0;
+      for (int k = i; k < m; ++k) s += li[k] * lj[k];
+      Minv[i * m + j] = s;
+      Minv[j * m + i] = s;
+    }
 }
 
 struct Solver {
