@@ -55,6 +55,7 @@ import _common as C  # noqa: E402
 import bench_ground  # noqa: E402
 import bench_legged_corpus as corpus  # noqa: E402
 
+import jaxrbd  # noqa: E402
 from jaxrbd import ground  # noqa: E402
 from jaxrbd._api import kernels as model_kernels  # noqa: E402
 from jaxrbd.ground import _geometry, _solvers  # noqa: E402
@@ -107,12 +108,22 @@ def _count(comps, name, memo):
     return total
 
 
+def _bandwidth_gains(model, qref, hz=20.0):
+    """PD gains of a ``hz`` bandwidth on each joint's apparent inertia ``1 / (H^-1)_ii``,
+    critically damped: solo12 (a URDF scene, no MuJoCo model for the corpus's
+    gravity-stiffness rule) stands on them."""
+    w = 2 * np.pi * hz
+    H = np.asarray(jaxrbd.mass_matrix(model, jnp.asarray(qref)))
+    h = 1.0 / np.diag(np.linalg.inv(H))[6:]
+    return h * w * w, 2 * h * w
+
+
 def solo12_scene():
     """solo12 standing, in `bench_legged_corpus.scene`'s form, and its `mj_step` time."""
     model, contacts, q0, items, urdf = bench_ground.scene("solo12")
     qref = np.asarray(q0)
     tau_ff, fz, _ = corpus.feed_forward(model, contacts, qref)
-    s = dict(model=model, feet=contacts, qref=qref, gains=corpus.gains(model, qref),
+    s = dict(model=model, feet=contacts, qref=qref, gains=_bandwidth_gains(model, qref),
              tau_ff=tau_ff, ff_forces=fz)
     mj_s, _ = bench_ground.time_mujoco(urdf, items, qref, nstep=200)
     return s, mj_s

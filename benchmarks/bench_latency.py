@@ -13,8 +13,8 @@ each compiled once with the jit in use (`jaxrbd.jit` by default) in two ways: ``
 the model a jit argument (what a user who differentiates or swaps models writes), and
 ``closed``, the model closed over (its arrays constants of the program), and for
 each ``Model.traversal`` named by ``--traversals`` (``auto``, the default schedule;
-``dense``, the opt-in single-state schedule; ``kernel``, one state's forward dynamics as
-one compiled C++ kernel, `jaxrbd._core.ffi`). A ``dispatch``
+``dense``, the opt-in single-state schedule; ``kernel``, one state's dynamics, their
+derivative matrices and their reverse mode as native C++ kernels, `jaxrbd._core.ffi`). A ``dispatch``
 row times a jitted function of the same arguments that only returns ``q``: the floor
 JAX's call overhead puts under every ``arg`` row (flattening the model pytree included).
 

@@ -7,6 +7,7 @@ skip (and `KernelBuildError` names what is missing).
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -45,11 +46,16 @@ def _every_native_kind():
     return eqx.tree_at(lambda m: m.armature, m, arm)
 
 
+@functools.cache
+def _talos():
+    return jaxrbd.load_urdf(DATA / "talos.urdf", floating_base=True)
+
+
 @pytest.fixture(scope="module", params=["kinds", "talos"])
 def model(request):
     if request.param == "kinds":
         return _every_native_kind()
-    return jaxrbd.load_urdf(DATA / "talos.urdf", floating_base=True)
+    return _talos()
 
 
 def _state(model, seed=0):
@@ -108,11 +114,13 @@ def _loss_id(m, q, qd, qdd):
     return jnp.sum(jnp.sin(jaxrbd.inverse_dynamics(m, q, qd, qdd)))
 
 
-@pytest.mark.parametrize("loss", [_loss_fd, _loss_id], ids=["fd", "id"])
-def test_reverse_mode_runs_the_native_sweeps(model, loss):
+@pytest.mark.parametrize("case", ["fd-kinds", "id-kinds", "fd-talos"])
+def test_reverse_mode_runs_the_native_sweeps(case):
     # jax.grad transposes the JVP rules' linear maps into the native kernels
     # (`jaxrbd._kernel_rules`): the gradient with respect to every leaf of the model and
     # the state is the XLA program's
+    loss = _loss_fd if case.startswith("fd") else _loss_id
+    model = _every_native_kind() if case.endswith("kinds") else _talos()
     mk = model.with_traversal("kernel")
     vg = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))
     for seed in range(2):
