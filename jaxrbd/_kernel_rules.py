@@ -31,6 +31,7 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 
 from ._aba import minv_times_batched
 from ._core import ffi
@@ -104,7 +105,6 @@ def _maps(treedef):
 
 def _leaves(model, dmodel):
     """The model's tangent as arrays (zeros for symbolic zeros), in leaf order."""
-    from jax.custom_derivatives import SymbolicZero
 
     def array(t, p):
         return jnp.zeros_like(p) if t is None or isinstance(t, SymbolicZero) else t

@@ -343,6 +343,7 @@ class CoupledModel(eqx.Module):
     gravity = property(lambda self: self.base.gravity)
     inertia = property(lambda self: self.base.inertia)
     dtype = property(lambda self: self.base.dtype)
+    traversal = property(lambda self: self.base.traversal)
 
     def body_id(self, body: int | str) -> int:
         return self.base.body_id(body)

@@ -309,7 +309,7 @@ def _native(model) -> bool:
     """Whether one state's contact problem is solved by the native kernel
     (`jaxrbd._core.ffi_contact`): where the model (a coupled model's base) asks for the
     ``"kernel"`` traversal, as its dynamics do."""
-    return getattr(model, "base", model).traversal == "kernel"
+    return model.traversal == "kernel"
 
 
 def _kinematics(model):
