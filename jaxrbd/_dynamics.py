@@ -184,13 +184,19 @@ def _array(t, like):
     return jnp.zeros_like(like) if _zero(t) else t
 
 
+def _model_arrays(model, dmodel):
+    """`_model_tangent`, with zeros like ``model`` where every leaf is zero."""
+    dm = _model_tangent(model, dmodel)
+    return jax.tree_util.tree_map(jnp.zeros_like, model) if dm is None else dm
+
+
 def _fd_jvp(method, primals, tangents):
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
     if ffi.supported(model, q, f_ext):  # one state on the native kernels
         qdd = forward_dynamics_ad(model, q, qd, tau, f_ext, method)
-        return qdd, _kr.fd_tangent(model, q, qd, qdd, dmodel, _array(dq, q), _array(dqd, qd),
-                                   _array(dtau, tau))
+        return qdd, _kr.fd_tangent(model, q, qd, qdd, _model_arrays(model, dmodel),
+                                   _array(dq, q), _array(dqd, qd), _array(dtau, tau))
     rhs = [None if _zero(dtau) else dtau,
            None if f_ext is None or _zero(df) else -_fext_tau(model, q, df)]
     rhs = None if all(r is None for r in rhs) else _total(rhs, tau)
@@ -245,8 +251,8 @@ def _id_jvp(primals, tangents):
     dmodel, dq, dqd, dqdd, df = tangents
     if ffi.supported(model, q, f_ext):  # one state on the native kernels
         tau = inverse_dynamics_ad(model, q, qd, qdd, f_ext)
-        return tau, _kr.id_tangent(model, q, qd, qdd, dmodel, _array(dq, q), _array(dqd, qd),
-                                   _array(dqdd, qdd))
+        return tau, _kr.id_tangent(model, q, qd, qdd, _model_arrays(model, dmodel),
+                                   _array(dq, q), _array(dqd, qd), _array(dqdd, qdd))
     terms = []
     if not (_zero(dq) and _zero(dqd)):
         # the derivative pass gives tau too: no RNEA beside it in the program

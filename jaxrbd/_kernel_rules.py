@@ -31,7 +31,6 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.custom_derivatives import SymbolicZero
 
 from ._aba import minv_times_batched
 from ._core import ffi
@@ -103,24 +102,13 @@ def _maps(treedef):
     return did, minv
 
 
-def _leaves(model, dmodel):
-    """The model's tangent as arrays (zeros for symbolic zeros), in leaf order."""
-
-    def array(t, p):
-        return jnp.zeros_like(p) if t is None or isinstance(t, SymbolicZero) else t
-
-    return tuple(jax.tree_util.tree_leaves(
-        jax.tree_util.tree_map(array, dmodel, model,
-                               is_leaf=lambda t: t is None or isinstance(t, SymbolicZero))))
-
-
 def id_tangent(model, q, qd, qdd, dmodel, dq, dqd, dqdd):
-    """``d ID`` at ``(model, q, qd, qdd)`` along the tangents (arrays; ``dmodel`` may
-    hold symbolic zeros), whose transpose is the native RNEA sweep."""
+    """``d ID`` at ``(model, q, qd, qdd)`` along the tangents (arrays, ``dmodel`` a model
+    of them), whose transpose is the native RNEA sweep."""
     leaves, treedef = jax.tree_util.tree_flatten(model)
     did, _ = _maps(treedef)
     return apply(did, tuple(leaves) + (q, qd, qdd),
-                 _leaves(model, dmodel) + (dq, dqd, dqdd))[0]
+                 tuple(jax.tree_util.tree_leaves(dmodel)) + (dq, dqd, dqdd))[0]
 
 
 def fd_tangent(model, q, qd, qdd, dmodel, dq, dqd, dtau):
