@@ -602,8 +602,8 @@ def _native(impl, kernel=None):
 
 
 def _without_primal(kernel):
-    def matrices(model, q, qd, x, f_ext=None):
-        out = kernel(model, q, qd, x, f_ext)
+    def matrices(model, q, qd, x, f_ext=None, *, batch=False):
+        out = kernel(model, q, qd, x, f_ext, batch=batch)
         return None if out is None else out[1:]
 
     return matrices

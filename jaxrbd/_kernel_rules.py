@@ -9,26 +9,25 @@ and inverse dynamics' tangent is ``dID`` with ``H dqdd`` (the ``qdd`` part). Bot
 linear maps (`jaxrbd._core.native_linear`) whose transposes, the maps reverse mode runs,
 are native:
 
-* ``H^-1`` is symmetric: its transpose is itself, the ABA kernel at rest without
-  gravity (``qd = 0``, ``g = 0`` makes ABA solve ``H x = b``);
-* the transpose of ``dID`` is the reverse sweep of RNEA (``ffi.rnea_vjp``), which gives
-  the cotangents of ``qd``, ``qdd`` and of the per-node quantities (transforms, motion
-  columns, node inertias), taken on to the model's leaves and ``q`` by the vector-Jacobian
-  product of the per-node maps (`jaxrbd._core.nodes.Xup_and_S`,
-  `jaxrbd._core.jcalc.node_inertias`): a handful of XLA operations over all nodes at
-  once, no recursion.
+* the transpose of ``dID`` is the reverse sweep of RNEA (``ffi.rnea_vjp``): the primal
+  passes, the adjoint of the force and motion passes, and the chain rule through the
+  joint transforms, tree placements and welded bodies' inertias to the model's leaves
+  and ``q``, all in C++;
+* the transpose of ``dFD`` is one kernel (``ffi.fd_vjp``): ``u = H^-1 lam`` (``H`` is
+  symmetric; the ABA kernel at rest without gravity, ``qd = 0``, ``g = 0``, solves
+  ``H x = b``), then the same sweep for ``-u``, with ``u`` the cotangent of ``tau``.
 
-So `jax.grad` of a loss through one state's forward dynamics runs three native kernels
-(FD, the solve, the RNEA sweep) and that per-node map. Forward mode (`jax.jvp`,
-`jax.jacfwd`), batches and second derivatives take the reference maps, the XLA
-programs' derivatives, with the same numbers.
+Both kernels also write the zero cotangents of the model's leaves the dynamics do not
+read (limits, damping, ...), so `jax.grad` of a loss through one state's forward
+dynamics runs two native kernels (FD and its sweep) and a few elementwise ones for the
+loss. Forward mode (`jax.jvp`, `jax.jacfwd`), batches and second derivatives take the
+reference maps, the XLA programs' derivatives, with the same numbers.
 """
 
 from __future__ import annotations
 
 import functools
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -49,13 +48,33 @@ def _rnea(model, q, qd, qdd):
     return rnea_single(model, q, qd, qdd, None)
 
 
-def _no_gravity(model):
-    return eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+@functools.cache
+def _leaf_layout(treedef):
+    """Where the leaves `_READ` names sit among the model's leaves, and the others."""
+    n = treedef.num_leaves
+    read = tuple(_READ(jax.tree_util.tree_unflatten(treedef, list(range(n)))))
+    return read, tuple(i for i in range(n) if i not in read)
+
+
+def _native_cotangents(vjp, treedef, model, q, qd, qdd, lam):
+    """A native sweep's outputs as ``(model leaves..., q, qd, qdd | tau)`` cotangents; the
+    kernel writes the zeros of the leaves the dynamics do not read too."""
+    if not ffi.supported(model, q):
+        return None
+    leaves = jax.tree_util.tree_leaves(model)
+    read, others = _leaf_layout(treedef)
+    native_zeros = [i for i in others if leaves[i].dtype == q.dtype]
+    out = vjp(model, q, qd, qdd, lam, zeros=[leaves[i].shape for i in native_zeros])
+    cts = [None] * len(leaves)
+    for i, ct in zip(read + tuple(native_zeros), out[:6] + out[9:]):
+        cts[i] = ct
+    cts = [jnp.zeros_like(x) if ct is None else ct for x, ct in zip(leaves, cts)]
+    return tuple(cts) + tuple(out[6:9])
 
 
 @functools.cache
 def _maps(treedef):
-    """The linear maps of one model structure: ``(dID, H^-1)``."""
+    """The linear maps of one model structure: ``(dID, dFD)``."""
     unflatten = functools.partial(jax.tree_util.tree_unflatten, treedef)
     n = treedef.num_leaves
 
@@ -75,31 +94,34 @@ def _maps(treedef):
 
     def id_t_native(res, cts):
         model, (q, qd, qdd) = split(res)
-        if not ffi.supported(model, q):
-            return None
-        *leaves, qb, qdb, qddb = ffi.rnea_vjp(model, q, qd, qdd, cts[0])
-        mb = eqx.tree_at(_READ, jax.tree_util.tree_map(jnp.zeros_like, model), tuple(leaves))
-        return tuple(jax.tree_util.tree_leaves(mb)) + (qb, qdb, qddb)
+        return _native_cotangents(ffi.rnea_vjp, treedef, model, q, qd, qdd, cts[0])
 
-    # shapes: dID gives one like qdd; its transpose one like each residual (the model's
-    # leaves, q, qd, qdd: exactly dID's linear arguments)
+    # shapes: each map gives one like qdd; its transpose one like each residual (the
+    # model's leaves, q, qd, qdd: exactly the map's linear arguments)
     did = pair(LinearMap(id_reference, name="dID", shapes=lambda res, lin: (res[-1],)),
                LinearMap(id_t_reference, id_t_native, name="dID^T",
                          shapes=lambda res, lin: res))
 
-    # H^-1: (b,) -> (H(q)^-1 b,), at (model, q); symmetric, so its own transpose
-    def minv_reference(res, lin):
-        model, (q,) = split(res)
-        return (minv_times_batched(model, q[:, None], lin[0][:, None])[:, 0],)
+    # dFD: (model leaves, dq, dqd, dtau) -> dqdd = H^-1 (dtau - dID), at (model, q, qd,
+    # qdd) with qdd the solution; reverse mode runs its transpose as one native kernel
+    def fd_reference(res, lin):
+        model, (q, qd, qdd) = split(res)
+        dq, dqd, dtau = lin[n:]
+        did = id_reference(res, lin[:n] + (dq, dqd, jnp.zeros_like(qdd)))[0]
+        return (minv_times_batched(model, q[:, None], (dtau - did)[:, None])[:, 0],)
 
-    def minv_native(res, lin):
-        model, (q,) = split(res)
-        out = ffi.aba(_no_gravity(model), q, jnp.zeros_like(lin[0]), lin[0])
-        return None if out is None else (out,)
+    def fd_t_reference(res, cts):
+        at = tuple(jnp.zeros_like(r) for r in res)
+        return jax.vjp(lambda *lin: fd_reference(res, lin), *at)[1](cts)
 
-    minv = LinearMap(minv_reference, minv_native, name="H^-1", shapes=lambda res, lin: lin)
-    pair(minv, minv)
-    return did, minv
+    def fd_t_native(res, cts):
+        model, (q, qd, qdd) = split(res)
+        return _native_cotangents(ffi.fd_vjp, treedef, model, q, qd, qdd, cts[0])
+
+    dfd = pair(LinearMap(fd_reference, name="dFD", shapes=lambda res, lin: (res[-1],)),
+               LinearMap(fd_t_reference, fd_t_native, name="dFD^T",
+                         shapes=lambda res, lin: res))
+    return did, dfd
 
 
 def id_tangent(model, q, qd, qdd, dmodel, dq, dqd, dqdd):
@@ -112,8 +134,9 @@ def id_tangent(model, q, qd, qdd, dmodel, dq, dqd, dqdd):
 
 
 def fd_tangent(model, q, qd, qdd, dmodel, dq, dqd, dtau):
-    """``dqdd = H^-1 (dtau - d ID)`` at the solved ``qdd`` (`id_tangent`)."""
+    """``dqdd = H^-1 (dtau - d ID)`` at the solved ``qdd`` (`id_tangent`), whose
+    transpose is one native kernel (``H^-1``, then the RNEA sweep)."""
     leaves, treedef = jax.tree_util.tree_flatten(model)
-    _, minv = _maps(treedef)
-    rhs = dtau - id_tangent(model, q, qd, qdd, dmodel, dq, dqd, jnp.zeros_like(qdd))
-    return apply(minv, tuple(leaves) + (q,), (rhs,))[0]
+    _, dfd = _maps(treedef)
+    return apply(dfd, tuple(leaves) + (q, qd, qdd),
+                 tuple(jax.tree_util.tree_leaves(dmodel)) + (dq, dqd, dtau))[0]

@@ -14,12 +14,14 @@ What runs natively, and what does not:
   (`supported`), and whatever calls them for one state (`jaxrbd.rollout`'s steps, ...);
 * `jaxrbd.forward_dynamics_derivatives` and `jaxrbd.inverse_dynamics_derivatives` of one
   state (`fd_derivatives`, `id_derivatives`);
+* `jax.vmap` of each of these over states of one model: one call whose C++ loops over
+  the batch (``batch=True``; `jaxrbd._core.native_vmap`'s ``custom_vmap`` rule);
 * reverse-mode derivatives of one state's forward and inverse dynamics: the reverse
   sweep of RNEA (`rnea_vjp`) and the ABA kernel as ``H^-1`` (`jaxrbd._kernel_rules`);
 * everything else runs the ``"auto"`` program, with the same results: other functions,
-  batches (`jax.vmap` takes the batched XLA path), forward-mode derivatives (`jax.jvp`
-  differentiates the XLA program, `jaxrbd._core.native_vmap`), float32, other devices,
-  Euler and custom joints.
+  batches of models (stacked leaves), forward-mode derivatives and batched gradients
+  (`jax.jvp` differentiates the XLA program, `jaxrbd._core.native_vmap`), float32, other
+  devices, Euler and custom joints.
 
 The C++ source is compiled at first use with the host's C++ compiler (``$CXX``, else
 ``c++``, ``g++`` or ``clang++``) against the FFI headers that ship with jaxlib, for the
@@ -50,7 +52,8 @@ from .backend import on_cpu
 from .topology import topology
 
 __all__ = ["NODE_KINDS", "KernelBuildError", "aba", "build", "crba", "fd_derivatives",
-           "id_derivatives", "library", "node_tables", "rnea", "rnea_vjp", "supported"]
+           "fd_vjp", "id_derivatives", "library", "node_tables", "rnea", "rnea_vjp",
+           "supported"]
 
 SOURCE = pathlib.Path(__file__).with_name("ffi_kernels.cc")
 
@@ -62,6 +65,7 @@ NODE_KINDS = {"world": 0, "screw": 1, "free": 2, "spherical": 3, "inner": 4,
 #: the XLA FFI targets of ``ffi_kernels.cc``: (registered name, exported symbol)
 TARGETS = (("jaxrbd_aba", "JaxrbdAba"), ("jaxrbd_rnea", "JaxrbdRnea"),
            ("jaxrbd_crba", "JaxrbdCrba"), ("jaxrbd_rnea_vjp", "JaxrbdRneaVjp"),
+           ("jaxrbd_fd_vjp", "JaxrbdFdVjp"),
            ("jaxrbd_fd_derivatives", "JaxrbdFdDerivatives"),
            ("jaxrbd_id_derivatives", "JaxrbdIdDerivatives"))
 
@@ -163,9 +167,10 @@ def node_tables(model):
     return _tables(topology(model))
 
 
-def supported(model, q, f_ext=None) -> bool:
-    """Whether one state's call runs as a native kernel (module docstring)."""
-    return (model.traversal == "kernel" and f_ext is None and q.ndim == 1
+def supported(model, q, f_ext=None, *, batch=False) -> bool:
+    """Whether one state's call (``q (nq,)``), or with ``batch=True`` a batch's
+    (``q (B, nq)``, one model), runs as a native kernel (module docstring)."""
+    return (model.traversal == "kernel" and f_ext is None and q.ndim == 1 + batch
             and q.dtype == jnp.float64 and model.gravity.dtype == jnp.float64 and on_cpu()
             and node_tables(model) is not None)
 
@@ -180,47 +185,69 @@ def _buffers(model):
 
 
 def _call(name, shape, dtype):
-    # `native_vmap` sends every vmap to the XLA programs; "sequential" only makes a vmap
-    # that reaches the call some other way loop over it instead of failing
+    # `native_vmap` batches the kernels itself (``batch=True``); "sequential" only makes a
+    # vmap that reaches the call some other way (a vmap of a batch) loop over it
     return jax.ffi.ffi_call(name, jax.ShapeDtypeStruct(shape, dtype), vmap_method="sequential")
 
 
-def aba(model, q, qd, tau, f_ext=None):
+# With ``batch=True`` the kernels below take a batch of states of one model, every state
+# argument with a leading batch axis (``q (B, nq)``, ...; `native_vmap`'s rule broadcasts
+# the unbatched ones), and loop over it in C++: a `jax.vmap` of a kernel model's call is
+# one kernel too, and the model's node inertias are built once per batch.
+
+
+def aba(model, q, qd, tau, f_ext=None, *, batch=False):
     """Forward dynamics of one state by the native kernel: ``q (nq,)``, ``qd, tau (nv,)`` ->
-    ``qdd (nv,)``; ``None`` where it does not apply (`supported`), for the caller to run
-    the XLA program."""
-    if not supported(model, q, f_ext):
+    ``qdd (nv,)`` (each with a leading batch axis with ``batch=True``); ``None`` where it
+    does not apply (`supported`), for the caller to run the XLA program."""
+    if not supported(model, q, f_ext, batch=batch):
         return None
-    return _call("jaxrbd_aba", (model.nv,), q.dtype)(*_buffers(model), q, qd, tau)
+    return _call("jaxrbd_aba", q.shape[:-1] + (model.nv,), q.dtype)(*_buffers(model), q, qd, tau)
 
 
-def rnea(model, q, qd, qdd, f_ext=None):
+def rnea(model, q, qd, qdd, f_ext=None, *, batch=False):
     """Inverse dynamics of one state by the native kernel: ``q (nq,)``, ``qd, qdd (nv,)`` ->
-    ``tau (nv,)``; ``None`` where it does not apply (`supported`)."""
-    if not supported(model, q, f_ext):
+    ``tau (nv,)`` (batches as `aba`); ``None`` where it does not apply (`supported`)."""
+    if not supported(model, q, f_ext, batch=batch):
         return None
-    return _call("jaxrbd_rnea", (model.nv,), q.dtype)(*_buffers(model), q, qd, qdd)
+    return _call("jaxrbd_rnea", q.shape[:-1] + (model.nv,), q.dtype)(*_buffers(model), q, qd, qdd)
 
 
-def crba(model, q):
+def crba(model, q, *, batch=False):
     """The mass matrix ``H + diag(armature)`` of one state by the native kernel:
-    ``q (nq,)`` -> ``(nv, nv)``; ``None`` where it does not apply (`supported`)."""
-    if not supported(model, q):
+    ``q (nq,)`` -> ``(nv, nv)`` (batches as `aba`); ``None`` where it does not apply
+    (`supported`)."""
+    if not supported(model, q, batch=batch):
         return None
-    return _call("jaxrbd_crba", (model.nv, model.nv), q.dtype)(*_buffers(model), q)
+    return _call("jaxrbd_crba", q.shape[:-1] + (model.nv, model.nv), q.dtype)(*_buffers(model), q)
 
 
-def rnea_vjp(model, q, qd, qdd, lam):
+def rnea_vjp(model, q, qd, qdd, lam, zeros=()):
     """The reverse sweep of inverse dynamics at one state for the cotangent ``lam (nv,)``
     of ``tau``, by the native kernel (`supported` must hold): the cotangents of the
     model's leaves ``(Xtree_E, Xtree_r, inertia, axes, armature, gravity)`` (the others
-    do not enter inverse dynamics) and of ``q``, ``qd``, ``qdd``."""
+    do not enter inverse dynamics) and of ``q``, ``qd``, ``qdd``, then one zero array
+    for each shape in ``zeros`` (written by the kernel: the cotangents of the leaves
+    the dynamics do not read)."""
+    return _vjp("jaxrbd_rnea_vjp", model, q, qd, qdd, lam, zeros)
+
+
+def fd_vjp(model, q, qd, qdd, lam, zeros=()):
+    """The reverse sweep of forward dynamics at one state, whose solution is ``qdd``, for
+    the cotangent ``lam (nv,)`` of ``qdd``, by one native kernel (`supported` must
+    hold): ``u = H^-1 lam``, then `rnea_vjp`'s sweep for ``-u``. Returns `rnea_vjp`'s
+    outputs with the cotangent of ``tau`` (``u``) in place of ``qdd``'s."""
+    return _vjp("jaxrbd_fd_vjp", model, q, qd, qdd, lam, zeros)
+
+
+def _vjp(name, model, q, qd, qdd, lam, zeros):
     f = q.dtype
     shapes = [model.Xtree_E.shape, model.Xtree_r.shape, model.inertia.shape, model.axes.shape,
-              model.armature.shape, model.gravity.shape, q.shape, qd.shape, qdd.shape]
-    call = jax.ffi.ffi_call("jaxrbd_rnea_vjp", [jax.ShapeDtypeStruct(s, f) for s in shapes],
+              model.armature.shape, model.gravity.shape, q.shape, qd.shape, qdd.shape,
+              *zeros]
+    call = jax.ffi.ffi_call(name, [jax.ShapeDtypeStruct(s, f) for s in shapes],
                             vmap_method="sequential")
-    return call(*_buffers(model), q, qd, qdd, lam)
+    return tuple(call(*_buffers(model), q, qd, qdd, lam))
 
 
 @functools.cache
@@ -230,26 +257,26 @@ def _derivative_tables(t):
 
 
 def _derivatives(name, model, q, qd, x):
-    nv, f = model.nv, q.dtype
+    nv, f, b = model.nv, q.dtype, q.shape[:-1]
     tables = tuple(jnp.asarray(t) for t in _derivative_tables(topology(model)))
-    shapes = [(nv,), (nv, nv), (nv, nv), (nv, nv)]
+    shapes = [b + (nv,), b + (nv, nv), b + (nv, nv), b + (nv, nv)]
     call = jax.ffi.ffi_call(name, [jax.ShapeDtypeStruct(s, f) for s in shapes],
                             vmap_method="sequential")
     return tuple(call(*_buffers(model), *tables, q, qd, x))
 
 
-def fd_derivatives(model, q, qd, tau, f_ext=None):
+def fd_derivatives(model, q, qd, tau, f_ext=None, *, batch=False):
     """``(qdd (nv,), d qdd / dq, d qdd / dqd, H^-1 (nv, nv))`` of one state by the native
-    kernel (`jaxrbd._derivatives`' algorithm; ``dq`` in tangent coordinates); ``None``
-    where it does not apply (`supported`)."""
-    if not supported(model, q, f_ext):
+    kernel (`jaxrbd._derivatives`' algorithm; ``dq`` in tangent coordinates; batches as
+    `aba`); ``None`` where it does not apply (`supported`)."""
+    if not supported(model, q, f_ext, batch=batch):
         return None
     return _derivatives("jaxrbd_fd_derivatives", model, q, qd, tau)
 
 
-def id_derivatives(model, q, qd, qdd, f_ext=None):
+def id_derivatives(model, q, qd, qdd, f_ext=None, *, batch=False):
     """``(tau (nv,), d tau / dq, d tau / dqd, H (nv, nv))`` of one state by the native
-    kernel; ``None`` where it does not apply (`supported`)."""
-    if not supported(model, q, f_ext):
+    kernel (batches as `aba`); ``None`` where it does not apply (`supported`)."""
+    if not supported(model, q, f_ext, batch=batch):
         return None
     return _derivatives("jaxrbd_id_derivatives", model, q, qd, qdd)

@@ -10,6 +10,7 @@
 // [angular; linear] (Featherstone 2008). These kernels mirror jaxrbd._core.jcalc and the
 // algorithms' XLA programs; the tests hold them to those.
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <vector>
 
@@ -216,8 +217,21 @@ struct Tree {
   int nn;
   const int32_t *kind, *parent, *qi, *bias_to, *first_body;
   const double *E, *r, *axes;
-  Mat6* I;  // per-thread scratch (make_tree)
+  const Mat6* I0;  // the rigid node inertias (per-thread scratch, make_tree)
+  Mat6* I;         // their working copy, which ABA and CRBA overwrite (reset_inertias)
 };
+
+// Restore t.I to the rigid node inertias before the next state of a batch.
+void reset_inertias(const Tree& t) {
+  for (int k = 0; k < t.nn; ++k) t.I[k] = t.I0[k];
+}
+
+// The states of a call: q is (nq,) for one state, or (B, nq) for a batch of B states of
+// one model (the other per-state buffers have the same leading axis).
+int64_t batch_of(const ffi::Buffer<ffi::F64>& q) {
+  const auto d = q.dimensions();
+  return d.size() == 2 ? d[0] : 1;
+}
 
 Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
                ffi::Buffer<ffi::S32> qi, ffi::Buffer<ffi::S32> bias_to,
@@ -269,8 +283,11 @@ Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
     a[4] += Io[0][0]; a[5] += Io[0][1]; a[6] += Io[1][1];
     a[7] += Io[0][2]; a[8] += Io[1][2]; a[9] += Io[2][2];
   }
-  t.I = scratch<1>(t.nn, Mat6{}).data();
-  for (int k = 0; k < t.nn; ++k) inertia6(&acc[10 * k], t.I[k]);
+  Mat6* I0 = scratch<1>(t.nn, Mat6{}).data();
+  for (int k = 0; k < t.nn; ++k) inertia6(&acc[10 * k], I0[k]);
+  t.I0 = I0;
+  t.I = scratch<23>(t.nn, Mat6{}).data();
+  reset_inertias(t);
   return t;
 }
 
@@ -324,13 +341,9 @@ void velocities(const Tree& t, const double* q, const double* qd, std::vector<Xf
 }
 
 // Forward dynamics, Featherstone (2008) Table 7.1, with the armature on D.
-ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
-               ffi::Buffer<ffi::F64> tau_b, ffi::ResultBuffer<ffi::F64> qdd_b) {
-  Tree t = MODEL_TREE;
+void aba_one(const Tree& t, const double* arm, const double* g, const double* q,
+             const double* qd, const double* tau, double* qdd) {
   const int nn = t.nn;
-  const double* tau = tau_b.typed_data();
-  const double* arm = armature_b.typed_data();
-  const double* g = gravity_b.typed_data();
   std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
   Mat6* IA = t.I;  // articulated inertias start as the rigid ones
   std::vector<double>& v = scratch<3>(6 * nn, 0.0);
@@ -341,7 +354,7 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
   std::vector<double>& D = scratch<8>(nn, 1.0);
   std::vector<double>& u = scratch<9>(nn, 0.0);
   std::vector<double>& a = scratch<10>(6 * nn, 0.0);
-  velocities(t, q_b.typed_data(), qd_b.typed_data(), Xup, v, vJc);
+  velocities(t, q, qd, Xup, v, vJc);
   for (int k = 1; k < nn; ++k) {
     double Iv[6];
     mv(IA[k], &v[6 * k], Iv);
@@ -373,7 +386,6 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
   }
   // the world accelerates at -g: gravity without a force on every body
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
-  double* qdd = qdd_b->typed_data();
   for (int k = 1; k < nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
     double ap[6], Ua = 0;
@@ -385,6 +397,18 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
     const double x = (u[k] - Ua) / D[k];
     qdd[k - 1] = x;
     for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * x;
+  }
+}
+
+ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+               ffi::Buffer<ffi::F64> tau_b, ffi::ResultBuffer<ffi::F64> qdd_b) {
+  Tree t = MODEL_TREE;
+  const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
+  for (int64_t s = 0; s < B; ++s) {
+    if (s) reset_inertias(t);
+    aba_one(t, armature_b.typed_data(), gravity_b.typed_data(), q_b.typed_data() + s * nq,
+            qd_b.typed_data() + s * nv, tau_b.typed_data() + s * nv,
+            qdd_b->typed_data() + s * nv);
   }
   return ffi::Error::Success();
 }
@@ -417,40 +441,42 @@ void rnea_passes(const Tree& t, const double* q, const double* qd, const double*
 }
 
 // Inverse dynamics, Featherstone (2008) Table 5.1, with the armature's torque arm qdd.
-ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
-                ffi::Buffer<ffi::F64> qdd_b, ffi::ResultBuffer<ffi::F64> tau_b) {
-  Tree t = MODEL_TREE;
+void rnea_one(const Tree& t, const double* arm, const double* g, const double* q,
+              const double* qd, const double* qdd, double* tau) {
   const int nn = t.nn;
-  const double* qdd = qdd_b.typed_data();
-  const double* arm = armature_b.typed_data();
   std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
   std::vector<double>& v = scratch<3>(6 * nn, 0.0);
   std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
   std::vector<double>& a = scratch<10>(6 * nn, 0.0);
   std::vector<double>& f = scratch<6>(6 * nn, 0.0);
-  rnea_passes(t, q_b.typed_data(), qd_b.typed_data(), qdd, gravity_b.typed_data(), Xup, v,
-              vJc, a, f);
-  double* tau = tau_b->typed_data();
+  rnea_passes(t, q, qd, qdd, g, Xup, v, vJc, a, f);
   for (int k = 1; k < nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
     double x = arm[k - 1] * qdd[k - 1];
     for (int i = 0; i < 6; ++i) x += S[i] * f[6 * k + i];
     tau[k - 1] = x;
   }
+}
+
+ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+                ffi::Buffer<ffi::F64> qdd_b, ffi::ResultBuffer<ffi::F64> tau_b) {
+  Tree t = MODEL_TREE;
+  const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
+  for (int64_t s = 0; s < B; ++s)
+    rnea_one(t, armature_b.typed_data(), gravity_b.typed_data(), q_b.typed_data() + s * nq,
+             qd_b.typed_data() + s * nv, qdd_b.typed_data() + s * nv,
+             tau_b->typed_data() + s * nv);
   return ffi::Error::Success();
 }
 
 // The joint-space inertia matrix H + diag(armature), Featherstone (2008) Table 6.2.
-ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F64> H_b) {
-  Tree t = MODEL_TREE;
+void crba_one(const Tree& t, const double* arm, const double* q, double* H) {
   const int nn = t.nn, nv = nn - 1;
-  const double* arm = armature_b.typed_data();
   std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
   Mat6* Ic = t.I;  // composite inertias start as the rigid ones
-  for (int k = 1; k < nn; ++k) node_transform(t, k, q_b.typed_data(), Xup[k]);
+  for (int k = 1; k < nn; ++k) node_transform(t, k, q, Xup[k]);
   for (int k = nn - 1; k >= 1; --k)
     if (t.parent[k] != 0) add_congruence(Xup[k], Ic[k], Ic[t.parent[k]]);
-  double* H = H_b->typed_data();
   for (int i = 0; i < nv * nv; ++i) H[i] = 0;
   for (int k = 1; k < nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
@@ -460,14 +486,26 @@ ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F6
     for (int i = 0; i < 6; ++i) h += S[i] * F[i];
     H[(k - 1) * nv + (k - 1)] = h;
     for (int j = k; t.parent[j] != 0; j = t.parent[j]) {
-      apply_T(Xup[j], F, Fp);
-      for (int i = 0; i < 6; ++i) F[i] = Fp[i];
+      if (!Xup[j].identity) {  // the inner nodes of a free joint pass F on as it is
+        apply_T(Xup[j], F, Fp);
+        for (int i = 0; i < 6; ++i) F[i] = Fp[i];
+      }
       const int pj = t.parent[j];
       double x = 0;
       for (int i = 0; i < 6; ++i) x += t.axes[6 * (pj - 1) + i] * F[i];
       H[(k - 1) * nv + (pj - 1)] = x;
       H[(pj - 1) * nv + (k - 1)] = x;
     }
+  }
+}
+
+ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F64> H_b) {
+  Tree t = MODEL_TREE;
+  const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
+  for (int64_t s = 0; s < B; ++s) {
+    if (s) reset_inertias(t);
+    crba_one(t, armature_b.typed_data(), q_b.typed_data() + s * nq,
+             H_b->typed_data() + s * nv * nv);
   }
   return ffi::Error::Success();
 }
@@ -699,13 +737,20 @@ void node_inertias_adjoint(const Tree& t, const int32_t* bn, const int32_t* fx, 
 // the armature. jaxrbd._core.ffi takes them on to the model's leaves and q through the
 // per-node maps (jaxrbd._core.nodes.Xup_and_S, jcalc.node_inertias). The reverse sweep of
 // Rnea's two passes, Griewank & Walther (2008) in Featherstone's notation.
+//
+// Solve (forward dynamics' reverse sweep): lam is the cotangent of the solved qdd. Its
+// tangent is dqdd = H^-1 (dtau - dID), so the kernel first solves u = H^-1 lam (ABA at
+// rest without gravity), runs the sweep on -u, and returns u, the cotangent of tau, in
+// place of qdd's. The remaining results (the cotangents of the model's leaves that the
+// dynamics do not read) are zeroed here rather than by kernels of their own.
+template <bool Solve>
 ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
                    ffi::Buffer<ffi::F64> qdd_b, ffi::Buffer<ffi::F64> lam_b,
                    ffi::ResultBuffer<ffi::F64> XEb_b, ffi::ResultBuffer<ffi::F64> Xrb_b,
                    ffi::ResultBuffer<ffi::F64> inertiab_b, ffi::ResultBuffer<ffi::F64> axesb_b,
                    ffi::ResultBuffer<ffi::F64> armb_b, ffi::ResultBuffer<ffi::F64> gb_b,
                    ffi::ResultBuffer<ffi::F64> qb_b, ffi::ResultBuffer<ffi::F64> qdb_b,
-                   ffi::ResultBuffer<ffi::F64> qddb_b) {
+                   ffi::ResultBuffer<ffi::F64> qddb_b, ffi::RemainingRets zeros) {
   Tree t = MODEL_TREE;
   const int nn = t.nn;
   const double* qd = qd_b.typed_data();
@@ -713,6 +758,15 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
   const double* lam = lam_b.typed_data();
   const double* arm = armature_b.typed_data();
   const double* g = gravity_b.typed_data();
+  double* u = scratch<24>(nn - 1, 0.0).data();
+  if (Solve) {  // before the sweep takes its scratch buffers, which ABA shares
+    const double* rest = scratch<25>(nn + 2, 0.0).data();  // qd = 0, g = 0
+    aba_one(t, arm, rest, q_b.typed_data(), rest, lam, u);
+    reset_inertias(t);
+    double* minus_u = scratch<26>(nn - 1, 0.0).data();
+    for (int i = 0; i < nn - 1; ++i) minus_u[i] = -u[i];
+    lam = minus_u;
+  }
   std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
   std::vector<double>& v = scratch<3>(6 * nn, 0.0);
   std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
@@ -834,6 +888,13 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
                             Xrb, &axb[6 * (k - 1)], qb);
   node_inertias_adjoint(t, body_node.typed_data(), fixed.typed_data(), nb,
                         inertia.typed_data(), Ib, XEb, Xrb, inb);
+  if (Solve)
+    for (int i = 0; i < nn - 1; ++i) qddb[i] = u[i];
+  for (size_t i = 0; i < zeros.size(); ++i) {
+    auto z = zeros.get<ffi::AnyBuffer>(i);
+    if (z.has_error()) return z.error();
+    std::memset((*z)->untyped_data(), 0, (*z)->size_bytes());
+  }
   return ffi::Error::Success();
 }
 
@@ -867,23 +928,19 @@ void cross3(const double* a, const double* b, double* o) {
 // and H. Tables per DoF i: p[i] (the DoF a tangent step of i moves), nu[i], lam[i]
 // (nodes: the last node of its joint and that node's parent), and the (nv, nv) masks
 // sub_q, anc_q, sub_v, anc_v of jaxrbd._core.topology.
+// The per-DoF tables of the derivatives (their handler's arguments after the model's).
+struct DerivativeTables {
+  const int32_t *P, *NU, *LAM, *subq, *ancq, *subv, *ancv;
+};
+
 template <bool Solve>
-ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi::S32> nu_b,
-                            ffi::Buffer<ffi::S32> lam_b, ffi::Buffer<ffi::S32> subq_b,
-                            ffi::Buffer<ffi::S32> ancq_b, ffi::Buffer<ffi::S32> subv_b,
-                            ffi::Buffer<ffi::S32> ancv_b, ffi::Buffer<ffi::F64> q_b,
-                            ffi::Buffer<ffi::F64> qd_b, ffi::Buffer<ffi::F64> x_b,
-                            ffi::ResultBuffer<ffi::F64> y_b, ffi::ResultBuffer<ffi::F64> Jq_b,
-                            ffi::ResultBuffer<ffi::F64> Jv_b, ffi::ResultBuffer<ffi::F64> M_b) {
-  Tree t = MODEL_TREE;
+void state_derivatives_one(const Tree& t, const DerivativeTables& d, const double* arm,
+                           const double* g, const double* q, const double* qd,
+                           const double* tau, double* out, double* Jq, double* Jv,
+                           double* M) {
   const int nn = t.nn, nv = nn - 1;
-  const double* qd = qd_b.typed_data();
-  const double* tau = x_b.typed_data();
-  const double* arm = armature_b.typed_data();
-  const double* g = gravity_b.typed_data();
-  const int32_t *P = p_b.typed_data(), *NU = nu_b.typed_data(), *LAM = lam_b.typed_data();
-  const int32_t *subq = subq_b.typed_data(), *ancq = ancq_b.typed_data();
-  const int32_t *subv = subv_b.typed_data(), *ancv = ancv_b.typed_data();
+  const int32_t *P = d.P, *NU = d.NU, *LAM = d.LAM;
+  const int32_t *subq = d.subq, *ancq = d.ancq, *subv = d.subv, *ancv = d.ancv;
   std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
   std::vector<Xf>& X0 = scratch<3>(nn, Xf{});
   std::vector<double>& v = scratch<4>(6 * nn, 0.0);
@@ -904,7 +961,7 @@ ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<f
   std::vector<double>& vecs = scratch<19>(48 * nn, 0.0);  // per DoF: w u c Phi Psi z
   double* qdd = scratch<22>(nv, 0.0).data();
   // node velocities and accelerations at qdd = 0 (node frames), the world transforms
-  velocities(t, q_b.typed_data(), qd, Xup, v, vJc);
+  velocities(t, q, qd, Xup, v, vJc);
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
   for (int i = 0; i < 3; ++i) {
     for (int j = 0; j < 3; ++j) X0[0].E[i][j] = (i == j);
@@ -982,7 +1039,7 @@ ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<f
   for (int i = 0; i < nv; ++i) H[i * nv + i] += arm[i];
   double* L = H.data();  // in place, lower triangle
   if (!Solve) {
-    double* Hout = M_b->typed_data();
+    double* Hout = M;
     for (int i = 0; i < nv * nv; ++i) Hout[i] = H[i];
     for (int i = 0; i < nv; ++i) qdd[i] = tau[i];  // x is qdd
   }
@@ -1098,21 +1155,18 @@ ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<f
       dv[e] = x;
     }
   }
-  double* out = y_b->typed_data();
   if (!Solve) {  // tau = S . G + armature qdd; the matrices are d tau (the sign back)
     for (int i = 0; i < nv; ++i)
       out[i] = dot6(&Sw[6 * (i + 1)], &G[6 * (i + 1)]) + arm[i] * qdd[i];
-    double* Jq = Jq_b->typed_data();
-    double* Jv = Jv_b->typed_data();
     for (int i = 0; i < nv * nv; ++i) {
       Jq[i] = -dq[i];
       Jv[i] = -dv[i];
     }
-    return ffi::Error::Success();
+    return;
   }
   for (int i = 0; i < nv; ++i) out[i] = qdd[i];
   // H^-1 = L^-T L^-1 (Linv in the upper triangle of a scratch), then the products
-  double* Minv = M_b->typed_data();
+  double* Minv = M;
   std::vector<double>& Li = scratch<21>(nv * nv, 0.0);
   for (int j = 0; j < nv; ++j) {  // column j of L^-1
     Li[j * nv + j] = 1.0 / L[j * nv + j];
@@ -1129,8 +1183,6 @@ ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<f
       Minv[i * nv + j] = x;
       Minv[j * nv + i] = x;
     }
-  double* Jq = Jq_b->typed_data();
-  double* Jv = Jv_b->typed_data();
   for (int i = 0; i < nv * nv; ++i) Jq[i] = Jv[i] = 0;
   for (int i = 0; i < nv; ++i)
     for (int l = 0; l < nv; ++l) {
@@ -1142,6 +1194,27 @@ ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<f
         Jv[i * nv + j] += m * dvl[j];
       }
     }
+}
+
+template <bool Solve>
+ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<ffi::S32> nu_b,
+                            ffi::Buffer<ffi::S32> lam_b, ffi::Buffer<ffi::S32> subq_b,
+                            ffi::Buffer<ffi::S32> ancq_b, ffi::Buffer<ffi::S32> subv_b,
+                            ffi::Buffer<ffi::S32> ancv_b, ffi::Buffer<ffi::F64> q_b,
+                            ffi::Buffer<ffi::F64> qd_b, ffi::Buffer<ffi::F64> x_b,
+                            ffi::ResultBuffer<ffi::F64> y_b, ffi::ResultBuffer<ffi::F64> Jq_b,
+                            ffi::ResultBuffer<ffi::F64> Jv_b, ffi::ResultBuffer<ffi::F64> M_b) {
+  Tree t = MODEL_TREE;
+  const DerivativeTables d{p_b.typed_data(),    nu_b.typed_data(),   lam_b.typed_data(),
+                           subq_b.typed_data(), ancq_b.typed_data(), subv_b.typed_data(),
+                           ancv_b.typed_data()};
+  const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
+  for (int64_t s = 0; s < B; ++s)
+    state_derivatives_one<Solve>(
+        t, d, armature_b.typed_data(), gravity_b.typed_data(), q_b.typed_data() + s * nq,
+        qd_b.typed_data() + s * nv, x_b.typed_data() + s * nv, y_b->typed_data() + s * nv,
+        Jq_b->typed_data() + s * nv * nv, Jv_b->typed_data() + s * nv * nv,
+        M_b->typed_data() + s * nv * nv);
   return ffi::Error::Success();
 }
 
@@ -1182,21 +1255,26 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdCrba, Crba,
                                   .Arg<ffi::Buffer<ffi::F64>>()  // q
                                   .Ret<ffi::Buffer<ffi::F64>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRneaVjp, RneaVjp,
-                              BIND_MODEL(ffi::Ffi::Bind())
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // q
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // qd
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // qdd
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // lam
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // Xtree_E
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // Xtree_r
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // inertia
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // axes
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // armature
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // gravity
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // q
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // qd
-                                  .Ret<ffi::Buffer<ffi::F64>>()); // qdd
+#define BIND_VJP(b)                                                                       \
+  BIND_MODEL(b)                                                                           \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* q */                                            \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* qd */                                           \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* qdd */                                          \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* lam */                                          \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* Xtree_E */                                      \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* Xtree_r */                                      \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* inertia */                                      \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* axes */                                         \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* armature */                                     \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* gravity */                                      \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* q */                                            \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* qd */                                           \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* qdd | tau */                                    \
+      .RemainingRets()                 /* zeros */
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRneaVjp, RneaVjp<false>, BIND_VJP(ffi::Ffi::Bind()));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdFdVjp, RneaVjp<true>, BIND_VJP(ffi::Ffi::Bind()));
 
 #define BIND_DERIVATIVES(b)                                                               \
   BIND_MODEL(b)                                                                           \

@@ -77,10 +77,11 @@ def native_vmap(batched_impl, *, batch_first=False, kernel=None):
     with a trailing batch axis, or a pytree of such) into a single-state function
     ``f(model, *arrays)``.
 
-    ``kernel(model, *arrays)``, if given, computes one state another way (the native
-    kernel of ``traversal="kernel"``, `jaxrbd._core.ffi`) or returns ``None`` where it
-    does not apply; plain calls use it, while `jax.vmap` and derivatives keep to
-    ``batched_impl``.
+    ``kernel(model, *arrays, batch=False)``, if given, computes one state another way (the
+    native kernel of ``traversal="kernel"``, `jaxrbd._core.ffi`) or returns ``None`` where
+    it does not apply; plain calls use it, and so does `jax.vmap` over states with
+    ``batch=True`` (every array with a leading batch axis, outputs too), while
+    derivatives keep to ``batched_impl``.
 
     Any of ``arrays`` may be ``None`` (an optional argument such as ``f_ext``): it is
     passed on to ``batched_impl`` as ``None``, and each pattern of present arguments gets
@@ -102,9 +103,10 @@ def native_vmap(batched_impl, *, batch_first=False, kernel=None):
 
             one = None
             if kernel is not None:
-                def one(model, *xs):
+                def one(model, *xs, batch=False):
                     it = iter(xs)
-                    return kernel(model, *(next(it) if p else None for p in present))
+                    return kernel(model, *(next(it) if p else None for p in present),
+                                  batch=batch)
 
             g = wrappers[present] = _native_vmap(impl, batch_first, one)
         return g(model, *(a for a in arrays if a is not None))
@@ -135,6 +137,13 @@ def _native_vmap(batched_impl, batch_first, kernel=None):
                 0 if b else None for b in arr_b
             )
             return jax.vmap(plain, in_axes=axes)(model, *arrays)
+        if kernel is not None:
+            # a batch of states of one model on the native kernel: one call for the batch
+            leading = tuple(a if b else jnp.broadcast_to(a, (axis_size,) + a.shape)
+                            for a, b in zip(arrays, arr_b))
+            out = kernel(model, *leading, batch=True)
+            if out is not None:
+                return out
         trailing = tuple(
             jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
             for a, b in zip(arrays, arr_b)
