@@ -172,6 +172,10 @@ void joint_transform(int32_t kind, const double* S, const double* q, double E[3]
     for (int j = 0; j < 3; ++j) E[i][j] = R[j][i];
 }
 
+double dot6(const double* a, const double* b) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5];
+}
+
 void mv(const Mat6& A, const double* x, double* y) {
   for (int i = 0; i < 6; ++i) {
     double s = 0;
@@ -198,6 +202,19 @@ void cross_force(const double* v, const double* f, double* o) {
   o[5] = v[0] * f[4] - v[1] * f[3];
 }
 
+// y = I x for the rigid-body inertia of a compact row c = [m, h, Ixx, Ixy, Iyy, Ixz, Iyz,
+// Izz] and a motion x = [w; v]: [I_o w + h x v; m v - h x w], a third of a 6x6 product.
+void inertia_times(const double* c, const double* x, double* y) {
+  const double* w = x;
+  const double* v = x + 3;
+  y[0] = c[4] * w[0] + c[5] * w[1] + c[7] * w[2] + c[2] * v[2] - c[3] * v[1];
+  y[1] = c[5] * w[0] + c[6] * w[1] + c[8] * w[2] + c[3] * v[0] - c[1] * v[2];
+  y[2] = c[7] * w[0] + c[8] * w[1] + c[9] * w[2] + c[1] * v[1] - c[2] * v[0];
+  y[3] = c[0] * v[0] - (c[2] * w[2] - c[3] * w[1]);
+  y[4] = c[0] * v[1] - (c[3] * w[0] - c[1] * w[2]);
+  y[5] = c[0] * v[2] - (c[1] * w[1] - c[2] * w[0]);
+}
+
 // The 6x6 rigid-body inertia [[I_o, h^], [-h^, m 1]] of a compact row (h = m c).
 void inertia6(const double* I, Mat6& A) {
   double hx[3][3];
@@ -217,6 +234,7 @@ struct Tree {
   int nn;
   const int32_t *kind, *parent, *qi, *bias_to, *first_body;
   const double *E, *r, *axes;
+  const double* Ik;  // the same as compact rows [m, h, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]
   const Mat6* I0;  // the rigid node inertias (per-thread scratch, make_tree)
   Mat6* I;         // their working copy, which ABA and CRBA overwrite (reset_inertias)
 };
@@ -237,7 +255,7 @@ Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
                ffi::Buffer<ffi::S32> qi, ffi::Buffer<ffi::S32> bias_to,
                ffi::Buffer<ffi::S32> first_body, ffi::Buffer<ffi::S32> body_node,
                ffi::Buffer<ffi::S32> fixed, ffi::Buffer<ffi::F64> E, ffi::Buffer<ffi::F64> r,
-               ffi::Buffer<ffi::F64> inertia, ffi::Buffer<ffi::F64> axes) {
+               ffi::Buffer<ffi::F64> inertia, ffi::Buffer<ffi::F64> axes, bool six = true) {
   Tree t;
   t.nn = static_cast<int>(parent.element_count());
   t.kind = kind.typed_data(); t.parent = parent.typed_data(); t.qi = qi.typed_data();
@@ -283,6 +301,9 @@ Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
     a[4] += Io[0][0]; a[5] += Io[0][1]; a[6] += Io[1][1];
     a[7] += Io[0][2]; a[8] += Io[1][2]; a[9] += Io[2][2];
   }
+  t.Ik = acc.data();
+  t.I0 = t.I = nullptr;
+  if (!six) return t;  // the kernels that read only the compact rows
   Mat6* I0 = scratch<1>(t.nn, Mat6{}).data();
   for (int k = 0; k < t.nn; ++k) inertia6(&acc[10 * k], I0[k]);
   t.I0 = I0;
@@ -323,6 +344,10 @@ void node_transform(const Tree& t, int k, const double* q, Xf& X) {
       ffi::Buffer<ffi::F64> armature_b, ffi::Buffer<ffi::F64> gravity_b
 #define MODEL_TREE \
   make_tree(kind, parent, qi, bias_to, first_body, body_node, fixed, Xtree_E, Xtree_r, inertia, axes)
+// the same without the 6x6 node inertias, for the kernels that read only the compact rows
+#define MODEL_TREE_COMPACT                                                                  \
+  make_tree(kind, parent, qi, bias_to, first_body, body_node, fixed, Xtree_E, Xtree_r,     \
+            inertia, axes, false)
 
 // Velocities v, the joint velocities vJc each joint's last node collects, and Xup.
 void velocities(const Tree& t, const double* q, const double* qd, std::vector<Xf>& Xup,
@@ -357,7 +382,7 @@ void aba_one(const Tree& t, const double* arm, const double* g, const double* q,
   velocities(t, q, qd, Xup, v, vJc);
   for (int k = 1; k < nn; ++k) {
     double Iv[6];
-    mv(IA[k], &v[6 * k], Iv);
+    inertia_times(t.Ik + 10 * k, &v[6 * k], Iv);  // IA[k] is still the rigid inertia
     cross_force(&v[6 * k], Iv, &pA[6 * k]);
     cross_motion(&v[6 * k], &vJc[6 * k], &c[6 * k]);
   }
@@ -427,8 +452,8 @@ void rnea_passes(const Tree& t, const double* q, const double* qd, const double*
     apply(Xup[k], &a[6 * t.parent[k]], ap);
     cross_motion(&v[6 * k], &vJc[6 * k], c);
     for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * qdd[k - 1] + c[i];
-    mv(t.I[k], &a[6 * k], Ia);
-    mv(t.I[k], &v[6 * k], Iv);
+    inertia_times(t.Ik + 10 * k, &a[6 * k], Ia);
+    inertia_times(t.Ik + 10 * k, &v[6 * k], Iv);
     cross_force(&v[6 * k], Iv, vIv);
     for (int i = 0; i < 6; ++i) f[6 * k + i] = Ia[i] + vIv[i];
   }
@@ -460,7 +485,7 @@ void rnea_one(const Tree& t, const double* arm, const double* g, const double* q
 
 ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
                 ffi::Buffer<ffi::F64> qdd_b, ffi::ResultBuffer<ffi::F64> tau_b) {
-  Tree t = MODEL_TREE;
+  Tree t = MODEL_TREE_COMPACT;
   const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
   for (int64_t s = 0; s < B; ++s)
     rnea_one(t, armature_b.typed_data(), gravity_b.typed_data(), q_b.typed_data() + s * nq,
@@ -470,43 +495,96 @@ ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_
 }
 
 // The joint-space inertia matrix H + diag(armature), Featherstone (2008) Table 6.2.
+// The mass matrix in world coordinates (Featherstone 2008, section 6.2, with the
+// composite inertias and motion columns taken to the world frame, as Pinocchio does):
+// node k's composite inertia C_k (the sum of its subtree's rigid inertias, compact rows
+// about the world origin) and column S_k in world coordinates give F_k = C_k S_k, and
+// H[a][k] = S_a . F_k for each ancestor a of k: a 6-term dot product per pair where the
+// local-frame walk moves F through every transform on the way up.
 void crba_one(const Tree& t, const double* arm, const double* q, double* H) {
   const int nn = t.nn, nv = nn - 1;
-  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
-  Mat6* Ic = t.I;  // composite inertias start as the rigid ones
-  for (int k = 1; k < nn; ++k) node_transform(t, k, q, Xup[k]);
+  std::vector<Xf>& X0 = scratch<2>(nn, Xf{});           // world -> node
+  std::vector<double>& S0 = scratch<3>(6 * nn, 0.0);   // columns, world coordinates
+  std::vector<double>& C = scratch<4>(10 * nn, 0.0);   // composite inertias, world
+  X0[0].identity = true;
+  for (int i = 0; i < 3; ++i) {
+    X0[0].r[i] = 0;
+    for (int j = 0; j < 3; ++j) X0[0].E[i][j] = i == j;
+  }
+  for (int k = 1; k < nn; ++k) {
+    Xf X;
+    node_transform(t, k, q, X);
+    const Xf& P = X0[t.parent[k]];
+    Xf& W = X0[k];
+    if (X.identity) {
+      W = P;
+    } else {  // X(E, r) X(E_p, r_p) = X(E E_p, r_p + E_p^T r)
+      W.identity = false;
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j)
+          W.E[i][j] = X.E[i][0] * P.E[0][j] + X.E[i][1] * P.E[1][j] + X.E[i][2] * P.E[2][j];
+        W.r[i] = P.r[i] + P.E[0][i] * X.r[0] + P.E[1][i] * X.r[1] + P.E[2][i] * X.r[2];
+      }
+    }
+    // S in world coordinates: w0 = E^T w, v0 = E^T v + r x w0
+    const double* S = t.axes + 6 * (k - 1);
+    double* s0 = &S0[6 * k];
+    for (int i = 0; i < 3; ++i) {
+      s0[i] = W.E[0][i] * S[0] + W.E[1][i] * S[1] + W.E[2][i] * S[2];
+      s0[3 + i] = W.E[0][i] * S[3] + W.E[1][i] * S[4] + W.E[2][i] * S[5];
+    }
+    const double* r = W.r;
+    s0[3] += r[1] * s0[2] - r[2] * s0[1];
+    s0[4] += r[2] * s0[0] - r[0] * s0[2];
+    s0[5] += r[0] * s0[1] - r[1] * s0[0];
+    // the node's rigid inertia about the world origin: rotate (E^T I E, E^T h), then move
+    // the reference point from the node's origin to the world's (make_tree's rule)
+    const double* I = t.Ik + 10 * k;
+    double* c = &C[10 * k];
+    const double m = I[0];
+    const double Io[3][3] = {{I[4], I[5], I[7]}, {I[5], I[6], I[8]}, {I[7], I[8], I[9]}};
+    double T[3][3], Iw[3][3], h[3];
+    for (int i = 0; i < 3; ++i) {
+      h[i] = W.E[0][i] * I[1] + W.E[1][i] * I[2] + W.E[2][i] * I[3];
+      for (int j = 0; j < 3; ++j)
+        T[i][j] = Io[i][0] * W.E[0][j] + Io[i][1] * W.E[1][j] + Io[i][2] * W.E[2][j];
+    }
+    for (int i = 0; i < 3; ++i)
+      for (int j = i; j < 3; ++j)
+        Iw[i][j] = W.E[0][i] * T[0][j] + W.E[1][i] * T[1][j] + W.E[2][i] * T[2][j];
+    const double rr = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+    const double rh = r[0] * h[0] + r[1] * h[1] + r[2] * h[2];
+    auto shifted = [&](int i, int j) {
+      return Iw[i][j] + (i == j) * (m * rr + 2 * rh) - m * r[i] * r[j] - h[i] * r[j] - r[i] * h[j];
+    };
+    c[0] = m;
+    c[1] = h[0] + m * r[0]; c[2] = h[1] + m * r[1]; c[3] = h[2] + m * r[2];
+    c[4] = shifted(0, 0); c[5] = shifted(0, 1); c[6] = shifted(1, 1);
+    c[7] = shifted(0, 2); c[8] = shifted(1, 2); c[9] = shifted(2, 2);
+  }
   for (int k = nn - 1; k >= 1; --k)
-    if (t.parent[k] != 0) add_congruence(Xup[k], Ic[k], Ic[t.parent[k]]);
+    if (t.parent[k] != 0)
+      for (int i = 0; i < 10; ++i) C[10 * t.parent[k] + i] += C[10 * k + i];
   for (int i = 0; i < nv * nv; ++i) H[i] = 0;
   for (int k = 1; k < nn; ++k) {
-    const double* S = t.axes + 6 * (k - 1);
-    double F[6], Fp[6];
-    mv(Ic[k], S, F);
-    double h = arm[k - 1];
-    for (int i = 0; i < 6; ++i) h += S[i] * F[i];
-    H[(k - 1) * nv + (k - 1)] = h;
-    for (int j = k; t.parent[j] != 0; j = t.parent[j]) {
-      if (!Xup[j].identity) {  // the inner nodes of a free joint pass F on as it is
-        apply_T(Xup[j], F, Fp);
-        for (int i = 0; i < 6; ++i) F[i] = Fp[i];
-      }
-      const int pj = t.parent[j];
-      double x = 0;
-      for (int i = 0; i < 6; ++i) x += t.axes[6 * (pj - 1) + i] * F[i];
-      H[(k - 1) * nv + (pj - 1)] = x;
-      H[(pj - 1) * nv + (k - 1)] = x;
+    const double* s0 = &S0[6 * k];
+    double F[6];
+    inertia_times(&C[10 * k], s0, F);
+    H[(k - 1) * nv + (k - 1)] = arm[k - 1] + dot6(s0, F);
+    for (int a = t.parent[k]; a != 0; a = t.parent[a]) {
+      const double x = dot6(&S0[6 * a], F);
+      H[(k - 1) * nv + (a - 1)] = x;
+      H[(a - 1) * nv + (k - 1)] = x;
     }
   }
 }
 
 ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F64> H_b) {
-  Tree t = MODEL_TREE;
+  Tree t = MODEL_TREE_COMPACT;
   const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
-  for (int64_t s = 0; s < B; ++s) {
-    if (s) reset_inertias(t);
+  for (int64_t s = 0; s < B; ++s)
     crba_one(t, armature_b.typed_data(), q_b.typed_data() + s * nq,
              H_b->typed_data() + s * nv * nv);
-  }
   return ffi::Error::Success();
 }
 
@@ -751,7 +829,7 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
                    ffi::ResultBuffer<ffi::F64> armb_b, ffi::ResultBuffer<ffi::F64> gb_b,
                    ffi::ResultBuffer<ffi::F64> qb_b, ffi::ResultBuffer<ffi::F64> qdb_b,
                    ffi::ResultBuffer<ffi::F64> qddb_b, ffi::RemainingRets zeros) {
-  Tree t = MODEL_TREE;
+  Tree t = Solve ? MODEL_TREE : MODEL_TREE_COMPACT;
   const int nn = t.nn;
   const double* qd = qd_b.typed_data();
   const double* qdd = qdd_b.typed_data();
@@ -809,12 +887,12 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
     // f = I a + v x* h, h = I v: ab += I Fb; vb += -(Fb x* h) + I hb, hb = -(v x Fb)
     const double* vk = &v[6 * k];
     double IFb[6], h[6], Fbh[6], hb[6], Ihb[6];
-    mv(t.I[k], Fbk, IFb);
-    mv(t.I[k], vk, h);
+    inertia_times(t.Ik + 10 * k, Fbk, IFb);
+    inertia_times(t.Ik + 10 * k, vk, h);
     cross_force(Fbk, h, Fbh);
     cross_motion(vk, Fbk, hb);
     for (int i = 0; i < 6; ++i) hb[i] = -hb[i];
-    mv(t.I[k], hb, Ihb);
+    inertia_times(t.Ik + 10 * k, hb, Ihb);
     for (int i = 0; i < 6; ++i) {
       ab[6 * k + i] = IFb[i];
       vb[6 * k + i] = Ihb[i] - Fbh[i];
@@ -911,9 +989,6 @@ void apply_inv(const Xf& X, const double* m, double* o) {
   o[5] += r[0] * o[1] - r[1] * o[0];
 }
 
-double dot6(const double* a, const double* b) {
-  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5];
-}
 
 void cross3(const double* a, const double* b, double* o) {
   o[0] = a[1] * b[2] - a[2] * b[1];
