@@ -449,17 +449,17 @@ def test_optimize_excitation_improves_conditioning(arm):
 
 
 def test_simulation_error_fit_recovers_base_parameters(arm, base):
-    """A positions-only recording (open-loop torques, no velocities): multiple shooting
-    from a prior 20-30 % off recovers the base parameters."""
+    """A positions-only recording (one open-loop simulation): short windows spread over it,
+    simulated from the recorded states, take a start 20-30 % off to the true base
+    parameters with physically consistent bodies and passive joint terms."""
     import dataclasses
 
     # a wider smooth sign keeps the 200 Hz explicit steps stable at zero velocity; the
     # base parameters' structure does not depend on the width
     fm = dataclasses.replace(FM, coulomb_width=0.2)
-    base = dataclasses.replace(base, friction=fm)
     p_true = np.array(ident.standard_parameters(arm, fm))
     p_true[-NV:] = [0.2, -0.1, 0.05]
-    dt, n, integ = 0.005, 400, "semi_implicit_euler"
+    dt, n, integ = 0.005, 200, "semi_implicit_euler"
     t = np.arange(n + 1) * dt
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(2, NV, 4)) * 0.35
@@ -471,39 +471,45 @@ def test_simulation_error_fit_recovers_base_parameters(arm, base):
     fc = p_true[[names.index(f"{j}.coulomb") for j in arm.joint_names]]
     tau = ((ident.stacked_regressor(arm, FM, q_ref, qd_ref, qdd_ref) @ p_true).reshape(-1, NV)
            + fc * (np.tanh(qd_ref / fm.coulomb_width) - np.tanh(qd_ref / FM.coulomb_width)))
-    qs, _ = ident.simulate_windows(arm, p_true, fm, q_ref[:1], qd_ref[:1], tau[None, :-1], dt,
-                                   integ, substeps=2)
-    q = np.asarray(qs[0])  # the recording: positions only
-    prior = p_true.copy()
-    prior[: 10 * arm.nbodies] *= 1.2
-    prior[10 * arm.nbodies:] *= 0.7
-    fit = ident.simulation_error_fit(arm, t, q, tau, base, window=26, prior=prior,
-                                     continuity=1.0, integrator=integ, substeps=2,
-                                     max_iters=15)
+    qs, qds = ident.simulate_windows(arm, p_true, fm, q_ref[:1], qd_ref[:1], tau[None, :-1], dt,
+                                     integ)
+    q, qd = np.asarray(qs[0]), np.asarray(qds[0])  # the recording
+    start = p_true.copy()
+    start[: 10 * arm.nbodies] *= 1.2
+    start[10 * arm.nbodies:] *= 0.7
+    start[-NV:] = 0.0
+    kw = dict(window=5, count=30, qd=qd, integrator=integ)
+    fit = ident.simulation_error_fit(arm, t, q, tau, fm, start=start, prior_weight=1e-9,
+                                     max_iters=15, **kw)
     pb_true = base.E @ p_true
-    err = np.abs(fit.base - pb_true) / np.maximum(np.abs(pb_true), 1e-3)
-    assert err.max() < 1e-5, err.max()
-    assert np.all(fit.joint_rms < 1e-9) and np.all(fit.start_rms > 1e-3), fit
-    assert fit.max_defect < 1e-8 and fit.q0.shape == (16, NV)
-    with pytest.raises(ValueError, match=r"diverges in \d+ of 16 windows"):  # same program
-        ident.simulation_error_fit(arm, t, q, tau * 1e200, base, window=26, prior=prior,
-                                   continuity=1.0, integrator=integ, substeps=2, max_iters=15)
+    err = np.abs(base.E @ np.asarray(fit.params) - pb_true) / np.maximum(np.abs(pb_true), 1e-3)
+    assert err.max() < 1e-3, err.max()
+    assert np.all(fit.joint_rms < 1e-3 * fit.start_rms), fit
+    assert fit.starts.shape == (30,) and fit.at_bound == ()
+    pi = np.asarray(fit.params)[: 10 * arm.nbodies].reshape(-1, 10)[list(fit.bodies)]
+    assert bool(jnp.all(jaxrbd.is_physically_consistent(jnp.asarray(pi))))
+    rms = ident.simulation_rms(arm, fit.params, fm, t, q, tau, **kw)
+    assert np.allclose(rms, fit.joint_rms, rtol=1e-6, atol=1e-15)
+    with pytest.raises(ValueError, match=r"diverges in \d+ of 30 windows"):
+        ident.simulation_error_fit(arm, t, q, tau * 1e200, fm, start=start, **kw)
     with pytest.raises(ValueError, match="substeps must be an integer >= 1"):
-        ident.simulation_error_fit(arm, t, q, tau, base, window=26, substeps=0)
+        ident.simulation_error_fit(arm, t, q, tau, fm, substeps=0, **kw)
     with pytest.raises(ValueError, match="not uniformly sampled"):
-        ident.simulation_error_fit(arm, t ** 1.01, q, tau, base, window=26)
+        ident.simulation_error_fit(arm, t ** 1.01, q, tau, fm, **kw)
     with pytest.raises(ValueError, match="fewer than one window of 500"):
-        ident.simulation_error_fit(arm, t, q, tau, base, window=500)
-    # the joint terms that are base parameters alone are bounded (dissipative default)
-    bounded = np.flatnonzero(np.isfinite(
-        ident._simulation._base_lower_bounds(base, NV, True)))
-    # viscous and Coulomb of each joint, joint 3's armature (joints 1 and 2's combine
-    # with link inertias into base parameters that stay free)
-    assert len(bounded) == 2 * NV + 1
-    negative = pb_true.copy()
-    negative[bounded[0]] = -0.1
-    with pytest.raises(ValueError, match="start is below the lower bounds"):
-        ident.simulation_error_fit(arm, t, q, tau, base, window=26, start=negative)
+        ident.simulation_error_fit(arm, t, q, tau, fm, window=500)
+    with pytest.raises(ValueError, match=r"count must be an integer in \[1, 197\]"):
+        ident.simulation_error_fit(arm, t, q, tau, fm, window=5, count=198)
+    with pytest.raises(ValueError, match="prior_weight must be > 0"):
+        ident.simulation_error_fit(arm, t, q, tau, fm, prior_weight=0.0, **kw)
+    negative = start.copy()
+    negative[10 * arm.nbodies + NV] = -0.1  # joint 1's viscous coefficient
+    with pytest.raises(ValueError, match=r"start is below the lower bounds .*joint1.viscous"):
+        ident.simulation_error_fit(arm, t, q, tau, fm, start=negative, **kw)
+    negative[10 * arm.nbodies + NV] = 0.1
+    negative[10] = -1.0  # body 1's mass
+    with pytest.raises(ValueError, match="start is not physically consistent"):
+        ident.simulation_error_fit(arm, t, q, tau, fm, start=negative, **kw)
 
 
 def test_drive_gains_with_a_known_payload(arm, base, data):

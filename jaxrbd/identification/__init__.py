@@ -9,8 +9,9 @@ identified from motor currents (`fit_drive_gains`), the identifiable base parame
 (`base_parameters`, Gautier 1990), least-squares estimates with standard deviations, a
 physically consistent fit (`consistent_fit`, log-Cholesky with a prior,
 Levenberg-Marquardt) whose prior weight is chosen by validation (`select_prior_weight`),
-the simulation-error fit for positions-only logs (`simulation_error_fit`, multiple
-shooting through `jaxrbd.rollout`), excitation design (`fourier_trajectory`,
+the physically consistent simulation-error fit for positions-only logs
+(`simulation_error_fit`, windows simulated through `jaxrbd.rollout`; `simulation_rms`
+scores a model the same way), excitation design (`fourier_trajectory`,
 `optimize_excitation`, Swevers et al. 1997), reports (`torque_report`) and checked,
 cached downloads of public recordings (`cached_download`). See
 ``docs/identification.md``.
@@ -60,3 +61,4 @@ from ._simulation import SimulationFit as SimulationFit
 from ._simulation import shooting_windows as shooting_windows
 from ._simulation import simulate_windows as simulate_windows
 from ._simulation import simulation_error_fit as simulation_error_fit
+from ._simulation import simulation_rms as simulation_rms
