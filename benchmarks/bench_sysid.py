@@ -22,8 +22,12 @@ Rows:
   at 20 Hz); the same with the motion's cut-off and the torque's delay chosen inside
   t < 14 s by `jaxrbd.identification.estimate_delay` (published model re-scored on that
   motion too).
-* Simulation Jacobian (``--simulation``, its own JSON ``sysid_simulation.json``): the
-  output-error residual of `jaxrbd.identification.simulation_error_fit` (positions of
+* Output-error fit (``--simulation``, its own JSON ``sysid_simulation.json``):
+  `jaxrbd.identification.simulation_error_fit` on windows spread over KUKA run 1, from
+  the recommended torque fit, scored on run 2 by the open-loop position RMS of 20 ms
+  windows from measured states (`jaxrbd.identification.simulation_rms`) and by the
+  torque error, with its wall and CPU time (``--no-jacobian``: these rows only).
+* Simulation Jacobian (``--simulation``): the output-error residual of `jaxrbd.identification.simulation_error_fit` (positions of
   windows of run 1 simulated from their measured start states with the recorded
   torques) differentiated with respect to every standard parameter, exactly by
   forward mode through `jaxrbd.rollout` against forward finite differences with one
@@ -235,6 +239,84 @@ def simulation_jacobian_rows(kdir, windows=20, length=21):
     return rows
 
 
+#: The output-error fit on KUKA data: Coulomb smooth-sign width [rad/s] (wider than the
+#: torque fit's, so that explicit RK4 steps of 5 ms / SIM_SUBSTEPS stay stable at rest),
+#: samples per window (20 ms), windows spread over run 1, RK4 substeps per sample,
+#: and the prior weights tried.
+SIM_WIDTH, SIM_WINDOW, SIM_COUNT, SIM_SUBSTEPS = 0.05, 5, 150, 4
+SIM_WEIGHTS = (1e2, 1e4)
+
+
+def simulation_fit_rows(kdir, weights=SIM_WEIGHTS, count=SIM_COUNT, max_iters=6):
+    """The output-error fit on KUKA run 1 from the recommended torque fit (the one-SE
+    weight on the split by excitation, dissipative friction), evaluated on run 2: the
+    open-loop position RMS per joint of 20 ms windows from the filtered measured start
+    states (200 consecutive windows from t = 2 s, as the torque fit's figure in the LOG,
+    and ``count`` windows spread over the whole run), the run-2 torque error, physical
+    consistency and the wall and CPU time of each fit (compilation included in the
+    first)."""
+    import jax
+
+    import jaxrbd
+    from jaxrbd import identification as ident
+
+    model = jaxrbd.load_urdf(kdir / "kuka_lwr4.urdf")
+    runs = [ident.Recording.from_npz(kdir / f"measurements_{k}.npz").for_model(model)
+            .prepared(10.0) for k in (1, 2)]
+    fm = ident.FrictionModel(armature=False, viscous=True, coulomb=True, offset=True,
+                             coulomb_width=SIM_WIDTH)
+
+    def stack(r):
+        return ident.stacked_regressor(model, fm, r.q, r.qd, r.qdd), r.tau.ravel()
+
+    tr, va = runs[0].split_by_excitation(0.3)
+    sel = ident.select_prior_weight(model, *stack(tr), *stack(va), fm)
+    Y2, tau2 = stack(runs[1])
+    consistent = jax.jit(jaxrbd.is_physically_consistent)
+
+    def evaluate(params):
+        r2 = runs[1]
+        s0 = int(2.0 * r2.rate)
+        n = 200 * (SIM_WINDOW - 1) + 1
+        seg = slice(s0, s0 + n)
+        kw = dict(window=SIM_WINDOW, integrator="rk4", substeps=SIM_SUBSTEPS)
+        p = np.asarray(params)
+        rep = ident.torque_report(tau2.reshape(-1, model.nv), (Y2 @ p).reshape(-1, model.nv),
+                                 model.effort_limit)
+        return {
+            "open_loop_rms_mrad_200_windows_from_2s": (1e3 * ident.simulation_rms(
+                model, p, fm, r2.t[seg], r2.q[seg], r2.tau[seg], qd=r2.qd[seg], **kw)).tolist(),
+            f"open_loop_rms_mrad_{count}_windows_spread": (1e3 * ident.simulation_rms(
+                model, p, fm, r2.t, r2.q, r2.tau, qd=r2.qd, count=count, **kw)).tolist(),
+            "run2_torque": _rep(rep),
+            "consistent": bool(np.all(np.asarray(consistent(
+                np.asarray(p)[: 10 * model.nbodies].reshape(-1, 10)[list(sel.fit.bodies)])))),
+            "viscous": p[10 * model.nbodies: 10 * model.nbodies + model.nv].tolist(),
+        }
+
+    out = {"coulomb_width": SIM_WIDTH, "window_samples": SIM_WINDOW, "windows": count,
+           "substeps": SIM_SUBSTEPS, "integrator": "rk4", "rate_hz": runs[0].rate,
+           "max_iters_per_stage": max_iters,
+           "torque_fit": {"weight": sel.weight, **evaluate(sel.fit.params)}, "fits": {}}
+    print(f"  torque fit (weight {sel.weight:g}): {out['torque_fit']}", flush=True)
+    r1 = runs[0]
+    for w in weights:
+        w0, c0 = time.perf_counter(), time.process_time()
+        fit = ident.simulation_error_fit(
+            model, r1.t, r1.q, r1.tau, fm, window=SIM_WINDOW, count=count, qd=r1.qd,
+            start=sel.fit, prior_weight=w, integrator="rk4", substeps=SIM_SUBSTEPS,
+            max_iters=max_iters)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        out["fits"][f"{w:g}"] = {
+            "prior_weight": w, "wall_s": wall, "cpu_s": cpu, "iterations": fit.iterations,
+            "train_rms_mrad": (1e3 * fit.joint_rms).tolist(),
+            "train_start_rms_mrad": (1e3 * fit.start_rms).tolist(),
+            "at_bound": list(fit.at_bound), **evaluate(fit.params)}
+        print(f"  weight {w:g}: {wall:.0f} s wall {cpu:.0f} s CPU, "
+              f"{out['fits'][f'{w:g}']}", flush=True)
+    return out
+
+
 def panda_rows(data):
     import identification_real_robot as ex
 
@@ -265,7 +347,10 @@ def main(argv=None):
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--out", default=None)
     parser.add_argument("--simulation", action="store_true",
-                        help="only the simulation Jacobian rows (sysid_simulation.json)")
+                        help="only the output-error fit and its Jacobian rows "
+                             "(sysid_simulation.json)")
+    parser.add_argument("--no-jacobian", action="store_true",
+                        help="with --simulation: the fit rows only")
     args = parser.parse_args(argv)
     import jax
 
@@ -274,7 +359,8 @@ def main(argv=None):
     meta = _common.machine_metadata()
     if args.simulation:
         return _simulation_main(data, meta, args.out or str(_common.RESULTS /
-                                                            "sysid_simulation.json"))
+                                                            "sysid_simulation.json"),
+                                not args.no_jacobian)
     args.out = args.out or str(_common.RESULTS / "sysid.json")
     result, skipped = {}, {}
     kdir, pdir = data / "kuka_lwr4", data / "panda_gaz2019"
@@ -324,12 +410,27 @@ def main(argv=None):
     print(f"\nwrote {args.out}")
 
 
-def _simulation_main(data, meta, out):
+def _simulation_main(data, meta, out, jacobian=True):
     kdir = data / "kuka_lwr4"
     if not (kdir / "measurements_1.npz").exists():
         why = f"no {kdir}/measurements_1.npz (the FloBaRoID KUKA data)"
         print(f"skipped: {why}")
         _common.write_json(out, [], meta, results={}, skipped={"kuka": why})
+        return
+    fits = simulation_fit_rows(kdir)
+    print(f"KUKA LWR4+ output-error fit on run 1 ({fits['windows']} windows of "
+          f"{fits['window_samples']} samples, RK4 x {fits['substeps']}), evaluated on run 2")
+    print(f"{'start / prior weight':<22} {'run-2 torque %':>14} {'consistent':>10}  "
+          "open-loop RMS per joint on 200 windows from t = 2 s [mrad]")
+    for name, r in [("torque fit", fits["torque_fit"])] + [
+            (f"output error, w={k}", r) for k, r in fits["fits"].items()]:
+        print(f"{name:<22} {100 * r['run2_torque']['relative']:14.2f} {r['consistent']!s:>10}  "
+              f"{np.round(r['open_loop_rms_mrad_200_windows_from_2s'], 2).tolist()}"
+              + (f"  ({r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU)" if "wall_s" in r
+                 else ""))
+    if not jacobian:
+        _common.write_json(out, [], meta, results={"kuka_simulation_fit": fits})
+        print(f"wrote {out}")
         return
     rows = simulation_jacobian_rows(kdir)
     print(f"KUKA LWR4+ output-error Jacobian {rows['shape']} ({rows['windows']} windows of "
@@ -341,7 +442,8 @@ def _simulation_main(data, meta, out):
             print(f"  {name:<58} first {r['first_call_s']:7.2f} s ({r['first_call_cpu_s']:.1f} "
                   f"CPU)  best {r['best_s']:7.3f} s ({r['best_cpu_s']:.3f} CPU)")
     print(f"  max |J_fd - J| / max |J| = {rows['max_rel_diff_fd_vs_exact']:.1e}")
-    _common.write_json(out, [], meta, results={"kuka_simulation_jacobian": rows})
+    _common.write_json(out, [], meta, results={"kuka_simulation_fit": fits,
+                                               "kuka_simulation_jacobian": rows})
     print(f"wrote {out}")
 
 
