@@ -46,6 +46,10 @@ struct Xf {
 
 // X m = [E w; E (v - r x w)] for a motion vector m = [w; v].
 void apply(const Xf& X, const double* m, double* o) {
+  if (X.identity) {
+    for (int i = 0; i < 6; ++i) o[i] = m[i];
+    return;
+  }
   const double* r = X.r;
   const double t[3] = {m[3] - (r[1] * m[2] - r[2] * m[1]), m[4] - (r[2] * m[0] - r[0] * m[2]),
                        m[5] - (r[0] * m[1] - r[1] * m[0])};
@@ -57,6 +61,10 @@ void apply(const Xf& X, const double* m, double* o) {
 
 // X^T f = [E^T n + r x E^T l; E^T l] for a force f = [n; l].
 void apply_T(const Xf& X, const double* f, double* o) {
+  if (X.identity) {
+    for (int i = 0; i < 6; ++i) o[i] = f[i];
+    return;
+  }
   double n[3], l[3];
   for (int i = 0; i < 3; ++i) {
     n[i] = X.E[0][i] * f[0] + X.E[1][i] * f[1] + X.E[2][i] * f[2];
