@@ -28,6 +28,13 @@ Scene rules (the same for both simulators):
   that holds the centre of mass until that facet is level; Apollo's soles are pitched
   2.2 degrees at its keyframe, the other robots move by less than 0.6 degrees). The points
   within ``TOUCH`` (0.1 mm) of the ground then are the touching points.
+- **Compliant rest**: the hard model rests at the rigid keyframe (gap 0). The compliant
+  model carries a load only while its springs are compressed, and each point sinks by its
+  own load's depth; its rows start at rest in its own static equilibrium
+  (`compliant_rest`: the configuration nearest the keyframe, base orientation and centre
+  of mass kept, whose Hunt-Crossley forces balance the weight and its moments; the legs
+  take up the feet's tilt), with the feed-forward torques and the PD reference of that
+  configuration. MuJoCo's soft contact has its own rest and starts at the keyframe.
 - **Controller** (the same in both simulators), ``tau = tau_ff + kp (q_ref - q) - kd qd``
   on every joint but the free one:
 
@@ -61,8 +68,10 @@ jaxrbd's (one jitted single-trajectory `ground.rollout`, per step), in the same 
 Writes ``benchmarks/results/legged_corpus.json``. Run:
 ``MENAGERIE_ROOT=/path/to/mujoco_menagerie PYTHONPATH=. nice python
 benchmarks/bench_legged_corpus.py`` from the repository root (without ``PYTHONPATH=.`` the
-installed jaxrbd runs; ``--robots`` a subset, ``--out`` elsewhere; ``--merge a.json
-b.json`` joins partial runs, one robot per process keeps memory and compile caches apart).
+installed jaxrbd runs; ``--robots`` a subset, ``--out`` elsewhere; ``--models compliant``
+one contact model; ``--merge a.json b.json`` joins partial runs, a later file's row replacing
+an earlier one of the same robot and model; one robot per process keeps memory and compile
+caches apart).
 """
 
 from __future__ import annotations
@@ -380,10 +389,81 @@ def feed_forward(model, feet, qref):
     return g[6:] - J[:, 6:].T @ fz, fz, residual
 
 
+def compliant_rest(model, feet, qref, contact_model, tol=1e-12, steps=50):
+    """The settled keyframe resting on the compliant model's springs: ``(q, tau_ff, f_z)``.
+
+    The compliant contact carries a load only while it penetrates, ``f = k d^p``: at
+    rest each foot point sinks by its own depth (a heel that carries 250 N sinks 4 mm,
+    a toe that carries 20 N 0.7 mm), and a rigid foot tilts by the difference. Tilting
+    the whole locked robot with its feet would move its centre of mass by its height
+    times that tilt (H1: 2 cm, most of its heel margin). So the posture is kept and the
+    legs take up the tilt: ``q`` is the configuration nearest the keyframe (Gauss-Newton
+    with smallest-norm steps over the base's translation and the joints; the base keeps
+    its orientation) whose foot points' Hunt-Crossley forces balance the weight and
+    the moments about the centre of mass, with the centre of mass over the same ground
+    point. ``tau_ff = g_j(q) - J_j^T f_z`` then holds the joints. Starting at rest there,
+    the compliant model starts in its own static equilibrium, as the hard model starts
+    in its at the rigid keyframe.
+    """
+    k = float(contact_model.stiffness)
+    p = float(contact_model.exponent)
+    r = jnp.asarray(feet.radius)
+    bodies = list(feet.bodies)
+    g0 = np.asarray(jaxrbd.gravity_forces(model, jnp.asarray(qref)))
+    weight = float(np.linalg.norm(g0[3:6]))
+    depth = (weight / len(feet) / k) ** (1 / p)
+    start = jnp.asarray(qref).at[2].add(-depth)
+    com0 = jaxrbd.center_of_mass(model, jnp.asarray(qref))[:2]
+
+    def configuration(x):
+        # the base's orientation is kept: its angular velocity components are zero
+        v = jnp.concatenate([jnp.zeros(3), x])
+        return jaxrbd.integrate(model, start, v)
+
+    def forces(q):
+        z = jaxrbd.point_position(model, q, bodies, feet.points)[:, 2] - r
+        d = jnp.maximum(-z, 0.0)
+        return jnp.where(d > 0, k * jnp.where(d > 0, d, 1.0) ** p, 0.0)
+
+    def residual(x):
+        q = configuration(x)
+        f = forces(q)
+        arm = jaxrbd.point_position(model, q, bodies, feet.points)[:, :2]
+        com = jaxrbd.center_of_mass(model, q)
+        arm = arm - com[:2]
+        # the vertical force and the moments of the vertical forces about the CoM; the
+        # CoM over the keyframe's ground point (per 1 cm)
+        return jnp.concatenate([jnp.array([f.sum() - weight, arm[:, 1] @ f, -(arm[:, 0] @ f)])
+                                / weight, (com[:2] - com0) / 1e-2])
+
+    res, jac = jax.jit(residual), jax.jit(jax.jacfwd(residual))
+    x = jnp.zeros(model.nv - 3)
+    for _ in range(steps):
+        rx = res(x)
+        if float(jnp.max(jnp.abs(rx))) <= tol:
+            break
+        x = x - jnp.linalg.pinv(jac(x), rtol=1e-12) @ rx
+    err = float(jnp.max(jnp.abs(res(x))))
+    if not err <= tol:
+        raise RuntimeError(f"compliant rest: residual {err:.1e} after {steps} steps")
+    q = configuration(x)
+    fz = forces(q)
+    J = jaxrbd.point_jacobian(model, q, bodies, feet.points)[:, 2, :]
+    g = jaxrbd.gravity_forces(model, q)
+    return np.asarray(q), np.asarray(g[6:] - J[:, 6:].T @ fz), np.asarray(fz)
+
+
 def run_jaxrbd(s, contact_model, n):
     model, feet, qref = s["model"], s["feet"], jnp.asarray(s["qref"])
     kp, kd = (jnp.asarray(g) for g in s["gains"])
     tau0 = jnp.asarray(s["tau_ff"])
+    q0 = qref
+    if isinstance(contact_model, jaxrbd.ground.CompliantContact):
+        # start at rest in the compliant model's static equilibrium (`compliant_rest`),
+        # with the feed-forward that holds it; the PD reference is its pose
+        q0, tau0, _ = compliant_rest(model, feet, s["qref"], contact_model)
+        q0, tau0 = jnp.asarray(q0), jnp.asarray(tau0)
+        qref = q0
 
     def policy(t, q, qd):
         return jnp.zeros(model.nv).at[6:].set(tau0 + kp * (qref[7:] - q[7:]) - kd * qd[6:])
@@ -392,14 +472,6 @@ def run_jaxrbd(s, contact_model, n):
     f = jax.jit(lambda q0: jaxrbd.ground.rollout(model, q0, jnp.zeros(model.nv), None, DT, feet,
                                                  ground, contact_model, n_steps=n,
                                                  policy=policy))
-    q0 = qref
-    if isinstance(contact_model, jaxrbd.ground.CompliantContact):
-        # start at the static penetration of the feed-forward forces (their load-weighted
-        # mean): from first touch, the feed-forward torques act before the springs carry
-        # the weight, the feet slip, and regularised friction never pulls them back
-        fz = np.asarray(s["ff_forces"])
-        pen = (fz / float(contact_model.stiffness)) ** (1 / float(contact_model.exponent))
-        q0 = qref.at[2].add(-float(np.sum(fz * pen) / np.sum(fz)))
     # compiled ahead, then run once: that run is both the result and the timing (a 5 s
     # hard-model run of a 48-point robot takes minutes; a second, timing-only run would
     # double it)
@@ -516,6 +588,8 @@ def one_robot(root, entry, n):
     rows = []
     for name, cmodel in (("hard", jaxrbd.ground.HardContact()),
                          ("compliant", jaxrbd.ground.CompliantContact())):
+        if name not in ARGS.models:
+            continue
         (qs, _, info), compile_s, step_s = run_jaxrbd(s, cmodel, n)
         row = dict(common, model=name, **analyse(s, qs, info, n, weight))
         row.update(compile_s=compile_s, s_per_step=step_s, mujoco_s_per_step=mj_step_s,
@@ -560,6 +634,8 @@ def main():
     p.add_argument("--band", type=float, default=0.02, help="foot band above the lowest point [m]")
     p.add_argument("--pd-hz", type=float, default=20.0, help="PD bandwidth w / 2 pi [Hz]")
     p.add_argument("--robots", nargs="*", help="labels to run (default all)")
+    p.add_argument("--models", nargs="*", default=["hard", "compliant"],
+                   choices=["hard", "compliant"], help="contact models to run (default both)")
     p.add_argument("--out", default=None)
     p.add_argument("--merge", nargs="*", help="JSON files of partial runs to merge into --out")
     ARGS = p.parse_args()
@@ -567,8 +643,13 @@ def main():
     W = 2 * np.pi * ARGS.pd_hz
     if ARGS.merge:
         parts = [json.loads(open(f).read()) for f in ARGS.merge]
-        rows = [r for part in parts for r in part["rows"]]
-        skipped = [r for part in parts for r in part["skipped"]]
+        # a later part's row replaces an earlier one of the same robot and model (a rerun
+        # of one model), in the order of `ROBOTS`
+        rows = {(r["robot"], r["model"]): r for part in parts for r in part["rows"]}
+        order = {e[0]: i for i, e in enumerate(ROBOTS)}
+        rows = [rows[k] for k in sorted(rows, key=lambda k: (order.get(k[0], len(order)),
+                                                             k[1] != "hard"))]
+        skipped = list({r["robot"]: r for part in parts for r in part["skipped"]}.values())
         meta = dict(parts[0]["metadata"], merged_from=[part["metadata"] for part in parts[1:]])
         extra = {k: v for k, v in parts[0].items() if k not in ("metadata", "rows", "skipped")}
         out = ARGS.out or cm.RESULTS / "legged_corpus.json"
