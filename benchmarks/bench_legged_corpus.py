@@ -47,7 +47,10 @@ Scene rules (the same for both simulators):
     its axis, any other joint its own subtree): each joint alone holds that mass upright
     with a margin of 2;
   * ``kd_i = 2 sqrt(kp_i c_i)`` (damping ratio 1), ``c_i`` the joint's inertia with the
-    touching points held, at most ``h_i / dt`` (`gains`).
+    touching points held, at most ``h_i / dt``; then all scaled by one factor so that
+    ``dt H^-1 Kd`` (joint block, base free) has no eigenvalue above 1 where one
+    explicit PD step of the free robot would otherwise be unstable (`gains`: PND Adam
+    Lite only).
 
   It is a posture controller, not a balance controller: nothing moves the centre of
   mass back over the feet once the whole robot leans (see the docs for who falls).
@@ -317,7 +320,11 @@ def gains(model, m, touching, touching_geoms, qref):
     * Damping: ``kd_i = 2 DAMPING_RATIO sqrt(kp_i c_i)`` with ``c_i = 1 / (H_c^-1)_ii`` the
       joint's inertia with the touching points held (``H_c^-1 = H^-1 - H^-1 J^T (J H^-1
       J^T)^+ J H^-1``, ``J`` their 3-D Jacobians), at most ``h_i / dt`` (the explicit
-      PD's damping stays stable with the foot free).
+      PD's damping stays stable with the foot free). The per-joint cap does not
+      bound coupled joints (an ankle's pitch and roll) together: where one explicit PD
+      step of the free robot is unstable (its spectral radius above 1), all ``kd`` are
+      divided by ``lam_max(dt Kd^1/2 H_jj^-1 Kd^1/2)``, ``H_jj^-1`` the joint block of
+      ``H^-1``. ``info["free_pd_radius"]`` is that radius with the final gains.
     """
     import mujoco
 
@@ -354,10 +361,33 @@ def gains(model, m, touching, touching_geoms, qref):
         s[k] = mass * gz * (rel - a * (a @ rel))[2]
     kp = np.maximum(h * W * W, STIFFNESS_MARGIN * s)
     kd = np.minimum(2 * DAMPING_RATIO * np.sqrt(kp * c), h / DT)
+    capped = kd >= h / DT * (1 - 1e-12)
+    # per joint dt kd_i / h_i <= 1 does not bound dt H^-1 Kd, whose coupled joints (an
+    # ankle's pitch and roll) add up: where that makes one explicit PD step of the free
+    # robot unstable (PND Adam Lite: lam 1.99, radius 1.17), the damping of all joints
+    # together is brought to deadbeat
+    Hj = Hi[6:, 6:]
+    sk = np.sqrt(kd)
+    lam = float(np.linalg.eigvalsh(DT * sk[:, None] * Hj * sk[None, :]).max())
+    if _pd_radius(Hj, kp, kd) <= 1.0:
+        lam = 1.0
+    kd = kd / max(1.0, lam)
     info = dict(kp=kp, kd=kd, gravity_stiffness=s, inertia_free=h, inertia_held=c,
-                stiffness_bound=kp > h * W * W, damping_capped=kd >= h / DT * (1 - 1e-12),
-                w_dt=np.sqrt(kp / h) * DT)
+                stiffness_bound=kp > h * W * W, damping_capped=capped,
+                damping_scale=1.0 / max(1.0, lam), w_dt=np.sqrt(kp / h) * DT,
+                free_pd_radius=_pd_radius(Hj, kp, kd))
     return kp, kd, info
+
+
+def _pd_radius(Hj, kp, kd):
+    """The spectral radius of one explicit PD step of the free robot (the joint block
+    ``Hj`` of ``H^-1``, base free, gravity and contact left out): below 1 is stable."""
+    n = len(kp)
+    eye = np.eye(n)
+    v = eye - DT * Hj @ np.diag(kd)
+    x = -DT * Hj @ np.diag(kp)
+    step = np.block([[eye + DT * x, DT * v], [x, v]])
+    return float(np.max(np.abs(np.linalg.eigvals(step))))
 
 
 def feed_forward(model, feet, qref):
@@ -581,6 +611,8 @@ def one_robot(root, entry, n):
                   kp_from_gravity=int(np.sum(s["gain_info"]["stiffness_bound"])),
                   kd_capped=int(np.sum(s["gain_info"]["damping_capped"])),
                   w_dt_max=float(np.max(s["gain_info"]["w_dt"])),
+                  damping_scale=s["gain_info"]["damping_scale"],
+                  free_pd_radius=s["gain_info"]["free_pd_radius"],
                   gravity_vs_mujoco=s["gravity_vs_mujoco"])
     fz_mj, xy_mj, q_mj, mj_step_s = run_mujoco(s, n)
     k1 = min(1000, n // 2)
@@ -683,8 +715,11 @@ def main():
         cm.write_json(out, rows, meta, skipped=skipped, seconds=ARGS.seconds, dt=DT,
                       friction=MU, band_m=ARGS.band, pd_hz=W / (2 * np.pi),
                       pd_gains=f"kp = max(h w^2, {STIFFNESS_MARGIN} m g r_perp,z), kd = "
-                      f"min(2 {DAMPING_RATIO} sqrt(kp c), h / dt); h = 1/(H^-1)_ii, "
+                      f"min(2 {DAMPING_RATIO} sqrt(kp c), h / dt), divided by lam_max(dt "
+                      "Kd^1/2 H_jj^-1 Kd^1/2) where the free PD step is unstable; "
+                      "h = 1/(H^-1)_ii, "
                       "c = 1/(H_c^-1)_ii with the touching points held",
+                      compliant_start="compliant_rest: static equilibrium on the springs",
                       feed_forward=f"vertical forces on the points within {TOUCH} m of the "
                       "ground at the settled keyframe", settle=True)
 
