@@ -118,7 +118,7 @@ def time_mujoco(urdf_text, items, q0, nstep=200):
         mujoco.mj_step(m, d, nstep)
 
     t = cm.time_python(call, budget_s=1.0, block_s=1e-3, min_repeats=5, max_repeats=200)
-    return t["median_s"] / nstep, m
+    return t["min_s"] / nstep
 
 
 #: Samples per MJX block: jax 0.10.2's CPU LAPACK kernels deadlock XLA's thread pool
@@ -205,12 +205,72 @@ def solver_timing(robots, B=1024):
     return out
 
 
+def timed_rows(robot, model, contacts, q0, items, urdf, kind, variant, B, inner, traversals,
+               rounds):
+    """One row per traversal of ``robot``'s ``kind`` model, ``variant``, batch ``B``: the
+    programs compiled first, then ``rounds`` rounds that time each traversal and
+    MuJoCo's ``mj_step`` loop in turn (interleaved: the machine's load hits all alike);
+    each figure is the minimum over the rounds of the minimum over a round's repeats."""
+    Q = jnp.broadcast_to(q0, (B, model.nq))
+    QD = jnp.zeros((B, model.nv))
+    taus = jnp.zeros((inner, model.nv))
+
+    def program(m):
+        def run(Q, QD):
+            if variant == "batched":  # blocks of samples (jaxrbd.batched)
+                TAU = jnp.broadcast_to(taus, (Q.shape[0],) + taus.shape)
+                return jaxrbd.batched.ground_rollout(m, Q, QD, TAU, DT, contacts,
+                                                     ground.Plane(), kind)[:2]
+            f = lambda q, qd: ground.rollout(m, q, qd, taus, DT, contacts, ground.Plane(),
+                                             kind)[:2]
+            return jax.vmap(f)(Q, QD)
+
+        return run
+
+    compiled = {}
+    for t in traversals:
+        f, _, compile_s = cm.compile_jit(program(model.with_traversal(t)), Q, QD)
+        compiled[t] = (f, compile_s)
+    best = dict.fromkeys(traversals, float("inf"))
+    try:
+        mj_step_s = time_mujoco(urdf, items, np.asarray(q0))
+    except Exception as e:  # MuJoCo missing or its URDF import failing
+        print(f"MuJoCo: {e}", file=sys.stderr)
+        mj_step_s = None
+    for _ in range(rounds):
+        for t in traversals:
+            f = compiled[t][0]
+            best[t] = min(best[t], cm.time_jax(f, Q, QD, budget_s=2.0, min_repeats=3,
+                                               max_repeats=100)["min_s"] / (B * inner))
+        if mj_step_s is not None:
+            mj_step_s = min(mj_step_s, time_mujoco(urdf, items, np.asarray(q0)))
+    rows = []
+    for t in traversals:
+        per = best[t]
+        rows.append(dict(robot=robot, model=kind, variant=variant, traversal=t, batch=B,
+                         inner=inner, rounds=rounds, s_per_step=per, steps_per_s=1.0 / per,
+                         compile_s=compiled[t][1], mujoco_c_s_per_step=mj_step_s,
+                         ratio_mujoco=None if mj_step_s is None else mj_step_s / per))
+        print(f"{robot:7s} {kind:9s} {variant:7s} {t:6s} B={B:6d}: {1e6 * per:9.2f} "
+              f"us/sample-step (MuJoCo C {1e6 * mj_step_s if mj_step_s else float('nan'):.2f}"
+              f" us), compile {compiled[t][1]:.1f} s", flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--robots", default="solo12,talos")
     ap.add_argument("--batches", default=None)
     ap.add_argument("--inner", type=int, default=None)
+    ap.add_argument("--models", default="hard,compliant", help="contact models timed")
+    ap.add_argument("--variants", default="batched,vmap", help="batched and/or vmap")
+    ap.add_argument("--traversals", default="auto,kernel",
+                    help="model traversals timed side by side (`Model.with_traversal`)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved timing rounds (traversals and mj_step in turn)")
+    ap.add_argument("--no-solvers", action="store_true",
+                    help="skip the solver convergence and timing tables")
     ap.add_argument("--mjx-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mjx-timeout", type=float, default=1800.0,
                     help="seconds for the MJX subprocess (MJX_PYTHON) before it is given up")
@@ -221,6 +281,8 @@ def main():
     default_batches = "1,256" if args.quick else ("1,1024,4096,16384" if gpu else "1,1024,4096")
     batches = [int(b) for b in (args.batches or default_batches).split(",")]
     inner = args.inner or (20 if args.quick else 50)
+    kinds, variants = args.models.split(","), args.variants.split(",")
+    traversals = args.traversals.split(",")
 
     if args.mjx_only:
         rows = [r for robot in robots for r in mjx_rows(robot, batches, inner)]
@@ -230,40 +292,13 @@ def main():
     rows = []
     for robot in robots:
         model, contacts, q0, items, urdf = scene(robot)
-        try:
-            mj_step_s, _ = time_mujoco(urdf, items, np.asarray(q0))
-        except Exception as e:  # MuJoCo missing or its URDF import failing
-            print(f"MuJoCo: {e}", file=sys.stderr)
-            mj_step_s = None
-        for kind, variant in (("hard", "batched"), ("hard", "vmap"), ("compliant", "batched"),
-                              ("compliant", "vmap")):
-            for B in batches:
-                if variant == "vmap" and B == 1:
-                    continue  # the same program as the batched row
-                Q = jnp.broadcast_to(q0, (B, model.nq))
-                QD = jnp.zeros((B, model.nv))
-                taus = jnp.zeros((inner, model.nv))
-
-                def run(Q, QD, kind=kind, variant=variant):
-                    if variant == "batched":  # blocks of samples (jaxrbd.batched)
-                        TAU = jnp.broadcast_to(taus, (Q.shape[0],) + taus.shape)
-                        return jaxrbd.batched.ground_rollout(model, Q, QD, TAU, DT, contacts,
-                                                             ground.Plane(), kind)[:2]
-                    f = lambda q, qd: ground.rollout(model, q, qd, taus, DT, contacts,
-                                                     ground.Plane(), kind)[:2]
-                    return jax.vmap(f)(Q, QD)
-
-                f, _, compile_s = cm.compile_jit(run, Q, QD)
-                t = cm.time_jax(f, Q, QD, budget_s=2.0, min_repeats=3, max_repeats=100)
-                per = t["median_s"] / (B * inner)
-                row = dict(robot=robot, model=kind, variant=variant, batch=B, inner=inner,
-                           s_per_step=per,
-                           steps_per_s=1.0 / per, compile_s=compile_s, mujoco_c_s_per_step=mj_step_s,
-                           ratio_mujoco=None if mj_step_s is None else mj_step_s / per)
-                rows.append(row)
-                print(f"{robot:7s} {kind:9s} {variant:7s} B={B:6d}: {1e6 * per:9.2f} us/sample-step "
-                      f"(MuJoCo C {1e6 * mj_step_s if mj_step_s else float('nan'):.2f} us), "
-                      f"compile {compile_s:.1f} s", flush=True)
+        for kind in kinds:
+            for variant in variants:
+                for B in batches:
+                    if variant == "vmap" and B == 1:
+                        continue  # the same program as the batched row
+                    rows += timed_rows(robot, model, contacts, q0, items, urdf, kind, variant,
+                                       B, inner, traversals, args.rounds)
 
     # MJX: in this process if it imports, else in the interpreter named by MJX_PYTHON
     mjx = []
@@ -300,19 +335,22 @@ def main():
     us = lambda x: "-" if x is None else f"{1e6 * x:.2f}"
     ratio = lambda x: "-" if x is None else f"{x:.2f}"
     cm.print_table(rows, [("robot", "robot", str), ("model", "model", str),
-                          ("variant", "variant", str), ("batch", "batch", str),
+                          ("variant", "variant", str), ("traversal", "traversal", str),
+                          ("batch", "batch", str),
                           ("us/step", "s_per_step", us), ("MuJoCo C", "mujoco_c_s_per_step", us),
                           ("MJX", "mjx_s_per_step", us), ("x MuJoCo", "ratio_mujoco", ratio),
                           ("x MJX", "ratio_mjx", ratio), ("compile s", "compile_s", ratio)])
-    solvers = solver_table(robots)
-    print("\nlargest violation of the contact conditions [m/s] after k iterations")
-    keys = [k for k in solvers[0] if "@" in k]
-    cm.print_table(solvers, [("robot", "robot", str), ("case", "case", str)]
-                   + [(k, k, lambda x: f"{x:.1e}") for k in keys])
-    timing = solver_timing(robots)
-    cm.print_table(timing, [("robot", "robot", str), ("solver", "solver", str),
-                            ("iters", "iterations", str), ("us/solve", "us_per_solve",
-                                                           lambda x: f"{x:.2f}")])
+    solvers = timing = None
+    if not args.no_solvers:
+        solvers = solver_table(robots)
+        print("\nlargest violation of the contact conditions [m/s] after k iterations")
+        keys = [k for k in solvers[0] if "@" in k]
+        cm.print_table(solvers, [("robot", "robot", str), ("case", "case", str)]
+                       + [(k, k, lambda x: f"{x:.1e}") for k in keys])
+        timing = solver_timing(robots)
+        cm.print_table(timing, [("robot", "robot", str), ("solver", "solver", str),
+                                ("iters", "iterations", str),
+                                ("us/solve", "us_per_solve", lambda x: f"{x:.2f}")])
     out = args.out or cm.RESULTS / ("ground_quick.json" if args.quick else "ground.json")
     cm.write_json(out, rows, cm.machine_metadata(), solvers=solvers, solver_timing=timing,
                   mjx_available=bool(mjx), dt=DT)

@@ -71,17 +71,46 @@ def test_native_solve_is_the_xla_solve(solver, polish):
     assert "custom-call" in text and count_kernels(text) <= 3, count_kernels(text)
 
 
-def test_native_solve_batches_and_differentiates():
-    (A, c, mu, lam0), (A2, c2, mu2, _) = _problems(3, seed=5, n=2)
-    run = functools.partial(solve, "admm", 100, 0.5, True, True, 1e-6)
-    native = functools.partial(run, native=True)
-    # a batch runs the XLA program, and agrees with the kernel problem by problem
-    AB, cB, muB = jnp.stack([A, A2]), jnp.stack([c, c2]), jnp.stack([mu, mu2])
-    lam_b, _, its_b = jax.jit(jax.vmap(native))(AB, cB, muB, jnp.zeros_like(cB))
-    lam_1, _, its_1 = jax.jit(native)(A2, c2, mu2, jnp.zeros_like(c2))
-    assert int(its_b[1]) == int(its_1)
-    assert_allclose(lam_b[1], lam_1, rtol=1e-9, atol=1e-9 * float(jnp.abs(lam_1).max()))
+@pytest.mark.parametrize("solver", ["admm", "pgs"])
+def test_native_solve_batches(solver):
+    """Under `jax.vmap` one batched native call solves every problem as the single
+    kernel solves it, and as the XLA program batched does: impulses, residuals,
+    iteration counts; operands the batch shares, and a vmap of a vmap, too."""
+    probs = _problems(4, seed=6, n=6)
+    A, c, mu, lam0 = (jnp.stack(x) for x in zip(*probs))
+    run = {nat: functools.partial(solve, solver, 100, 0.5, True, True, 1e-6, native=nat)
+           for nat in (False, True)}
+    batch = jax.jit(jax.vmap(run[True]))
+    text = batch.lower(A, c, mu, lam0).compile().as_text()
+    assert "jaxrbd_contact_solve_batch" in text and " while(" not in text
+    lam_b, res_b, its_b = batch(A, c, mu, lam0)
+    lam_x, res_x, its_x = jax.jit(jax.vmap(run[False]))(A, c, mu, lam0)
+    one = jax.jit(run[True])
+    np.testing.assert_array_equal(its_b, its_x)
+    for i, p in enumerate(probs):
+        lam_1, res_1, its_1 = one(*p)
+        # the same code on the same numbers: bit for bit
+        np.testing.assert_array_equal(lam_b[i], lam_1)
+        assert float(res_b[i]) == float(res_1) and int(its_b[i]) == int(its_1)
+        if float(res_x[i]) <= 1e-6:
+            scale = float(jnp.abs(lam_x[i]).max()) + 1e-300
+            assert_allclose(lam_b[i], lam_x[i], rtol=1e-9, atol=1e-9 * scale, name=solver)
+            assert float(res_b[i]) <= 1e-6
+    # a shared Delassus matrix and friction (read in place by the kernel)
+    shared = jax.jit(jax.vmap(run[True], in_axes=(None, 0, None, 0)))(A[1], c, mu[1], lam0)
+    for i in range(len(probs)):
+        lam_1, res_1, its_1 = one(A[1], c[i], mu[1], lam0[i])
+        np.testing.assert_array_equal(shared[0][i], lam_1)
+        assert int(shared[2][i]) == int(its_1)
+    # a vmap of a vmap: the outer axis loops over batched calls
+    nested = jax.jit(jax.vmap(jax.vmap(run[True])))(
+        *(x.reshape((2, 3) + x.shape[1:]) for x in (A, c, mu, lam0)))
+    np.testing.assert_array_equal(nested[0].reshape(lam_b.shape), lam_b)
+    np.testing.assert_array_equal(nested[2].reshape(-1), its_b)
 
+
+def test_native_solve_differentiates():
+    (A, c, mu, lam0), = _problems(3, seed=5, n=1)
     # gradients are the implicit rule's at the solution: the same with either solve
     w = jnp.linspace(-1.0, 1.0, c.shape[0])
 

@@ -10,7 +10,9 @@
 // Jacobian the one `jax.jacfwd` takes, ties of max(0, x) at 1/2) solved by Gaussian
 // elimination with partial pivoting, and the chain of Newton steps that ends a solve left
 // above the tolerance. NaNs propagate as in the XLA program (jnp.maximum,
-// jnp.minimum, jnp.max and jnp.argmax all return or pick NaN).
+// jnp.minimum, jnp.max and jnp.argmax all return or pick NaN). A second handler solves a
+// batch of such problems one after the other (the `jax.vmap` of one problem's call).
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -322,18 +324,21 @@ void newton(const Problem& P, const double* lam, double* out) {
   for (int i = 0; i < m; ++i) out[i] = lam[i] - dx[i];
 }
 
-ffi::Error Solve(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b, ffi::Buffer<ffi::F64> mu_b,
-                 ffi::Buffer<ffi::F64> lam0_b, ffi::ResultBuffer<ffi::F64> lam_b,
-                 ffi::ResultBuffer<ffi::F64> res_b, ffi::ResultBuffer<ffi::S32> its_b,
-                 int64_t solver, int64_t iterations, double rho_scale, double tolerance,
-                 int64_t adaptive, int64_t polish) {
-  const int m = static_cast<int>(c_b.element_count());
-  if (m % 3 || static_cast<int>(A_b.element_count()) != m * m)
-    return ffi::Error::InvalidArgument("jaxrbd_contact_solve: A must be (3K, 3K), c (3K,)");
-  const Problem P(m, A_b.typed_data(), c_b.typed_data(), mu_b.typed_data());
-  Solver S(P, solver == 1, adaptive != 0, rho_scale, lam0_b.typed_data());
+struct Params {
+  bool admm, adaptive, polish;
+  int iterations;
+  double rho_scale, tolerance;
+};
+
+// One problem: the impulses of lowest residual into lam, their residual and the
+// iterations run (`_solvers._run`).
+void solve_one(int m, const double* A, const double* c, const double* mu, const double* lam0,
+               const Params& prm, double* lam, double* res_out, int32_t* its_out) {
+  const Problem P(m, A, c, mu);
+  Solver S(P, prm.admm, prm.adaptive, prm.rho_scale, lam0);
   std::vector<double> F(m), u(m), best(m), lam_n(m);
-  const int its = static_cast<int>(iterations);
+  const int its = prm.iterations;
+  const double tolerance = prm.tolerance;
   int k = 0;
   auto run_block = [&]() {
     const int n = std::min(kCheckEvery, its - k);
@@ -344,7 +349,7 @@ ffi::Error Solve(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b, ffi::Buff
   best = S.z;
   double res = P.residual(best.data(), F.data(), u.data());
   while (k < its && (res > tolerance || tolerance <= 0)) {
-    if (polish) {
+    if (prm.polish) {
       newton(P, S.z.data(), lam_n.data());
       const double res_n = P.residual(lam_n.data(), F.data(), u.data());
       const bool better = res_n < res;
@@ -358,7 +363,7 @@ ffi::Error Solve(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b, ffi::Buff
     if (res_b < res) best = S.z;
     res = jmin(res_b, res);
   }
-  if (polish && tolerance > 0) {
+  if (prm.polish && tolerance > 0) {
     // _solvers._newton_chain: full Newton steps, each from the last, from the best
     // iterate; a non-finite residual ends the chain
     std::vector<double> cur = best;
@@ -375,10 +380,68 @@ ffi::Error Solve(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b, ffi::Buff
       ++k;
     }
   }
-  double* lam = lam_b->typed_data();
   for (int i = 0; i < m; ++i) lam[i] = best[i];
-  *res_b->typed_data() = res;
-  *its_b->typed_data() = k;
+  *res_out = res;
+  *its_out = k;
+}
+
+Params params(int64_t solver, int64_t iterations, double rho_scale, double tolerance,
+              int64_t adaptive, int64_t polish) {
+  return Params{solver == 1, adaptive != 0, polish != 0, static_cast<int>(iterations),
+                rho_scale, tolerance};
+}
+
+ffi::Error Solve(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b, ffi::Buffer<ffi::F64> mu_b,
+                 ffi::Buffer<ffi::F64> lam0_b, ffi::ResultBuffer<ffi::F64> lam_b,
+                 ffi::ResultBuffer<ffi::F64> res_b, ffi::ResultBuffer<ffi::S32> its_b,
+                 int64_t solver, int64_t iterations, double rho_scale, double tolerance,
+                 int64_t adaptive, int64_t polish) {
+  const int m = static_cast<int>(c_b.element_count());
+  if (m % 3 || static_cast<int>(A_b.element_count()) != m * m)
+    return ffi::Error::InvalidArgument("jaxrbd_contact_solve: A must be (3K, 3K), c (3K,)");
+  solve_one(m, A_b.typed_data(), c_b.typed_data(), mu_b.typed_data(), lam0_b.typed_data(),
+            params(solver, iterations, rho_scale, tolerance, adaptive, polish),
+            lam_b->typed_data(), res_b->typed_data(), its_b->typed_data());
+  return ffi::Error::Success();
+}
+
+// The stride between problems of an operand of a batch of B problems of `size` numbers
+// each: `size` where it holds all B, 0 where it holds one (an operand the batch shares,
+// read in place rather than copied B times); -1 otherwise.
+int64_t stride(size_t count, int64_t size, int64_t B) {
+  if (static_cast<int64_t>(count) == size * B) return size;
+  if (static_cast<int64_t>(count) == size) return 0;
+  return -1;
+}
+
+// B problems of m rows, one after the other, each solved as `Solve` solves one (the
+// `jax.vmap` rule of `ffi_contact.solve`): the same iterates, checks and stopping rule
+// per problem, so the answers are those of the single-problem kernel. B comes from the
+// residuals' shape (B,).
+ffi::Error SolveBatch(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b,
+                      ffi::Buffer<ffi::F64> mu_b, ffi::Buffer<ffi::F64> lam0_b,
+                      ffi::ResultBuffer<ffi::F64> lam_b, ffi::ResultBuffer<ffi::F64> res_b,
+                      ffi::ResultBuffer<ffi::S32> its_b, int64_t m, int64_t solver,
+                      int64_t iterations, double rho_scale, double tolerance, int64_t adaptive,
+                      int64_t polish) {
+  const int64_t B = static_cast<int64_t>(res_b->element_count());
+  const int64_t sA = stride(A_b.element_count(), m * m, B);
+  const int64_t sc = stride(c_b.element_count(), m, B);
+  const int64_t smu = stride(mu_b.element_count(), m / 3, B);
+  const int64_t sl = stride(lam0_b.element_count(), m, B);
+  if (m % 3 || sA < 0 || sc < 0 || smu < 0 || sl < 0 ||
+      static_cast<int64_t>(lam_b->element_count()) != B * m)
+    return ffi::Error::InvalidArgument(
+        "jaxrbd_contact_solve_batch: A (B, 3K, 3K), c (B, 3K), mu (B, K), lam0 (B, 3K), each "
+        "of one problem or B");
+  const Params prm = params(solver, iterations, rho_scale, tolerance, adaptive, polish);
+  const double *A = A_b.typed_data(), *c = c_b.typed_data(), *mu = mu_b.typed_data(),
+               *l0 = lam0_b.typed_data();
+  double *lam = lam_b->typed_data(), *res = res_b->typed_data();
+  int32_t* its = its_b->typed_data();
+  for (int64_t b = 0; b < B; ++b)
+    solve_one(static_cast<int>(m), A + b * sA, c + b * sc, mu + b * smu, l0 + b * sl, prm,
+              lam + b * m, res + b, its + b);
   return ffi::Error::Success();
 }
 
@@ -393,6 +456,23 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdContactSolve, Solve,
                                   .Ret<ffi::Buffer<ffi::F64>>()  // lam
                                   .Ret<ffi::Buffer<ffi::F64>>()  // residual
                                   .Ret<ffi::Buffer<ffi::S32>>()  // iterations
+                                  .Attr<int64_t>("solver")
+                                  .Attr<int64_t>("iterations")
+                                  .Attr<double>("rho_scale")
+                                  .Attr<double>("tolerance")
+                                  .Attr<int64_t>("adaptive")
+                                  .Attr<int64_t>("polish"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdContactSolveBatch, SolveBatch,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // A
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // c
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // mu
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // lam0
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // lam
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // residual
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // iterations
+                                  .Attr<int64_t>("m")
                                   .Attr<int64_t>("solver")
                                   .Attr<int64_t>("iterations")
                                   .Attr<double>("rho_scale")

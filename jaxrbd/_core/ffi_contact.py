@@ -10,8 +10,11 @@ foreign-function interface, the same algorithm as `jaxrbd.ground._solvers` (whos
 iterates, checks and stopping rule it mirrors), built and cached as the dynamics
 kernels are (`jaxrbd._core.ffi.build`).
 
-It applies to one problem, float64, on the CPU (`supported`); under `jax.vmap` the XLA
-program runs (a ``custom_vmap`` rule), and gradients never see it (the solve's implicit
+It applies to problems in float64 on the CPU (`supported`). Under `jax.vmap` a second
+handler solves the batch in one call, the problems one after the other in C++ (a
+``custom_vmap`` rule; operands the batch shares are read in place, not copied), each
+exactly as the single-problem kernel solves it; a `jax.vmap` of that again (nested
+batches) loops over the outer axis. Gradients never see either (the solve's implicit
 `jax.custom_vjp` differentiates the solution, not the iterations).
 """
 
@@ -30,7 +33,8 @@ from .backend import on_cpu
 __all__ = ["library", "solve", "supported"]
 
 SOURCE = pathlib.Path(__file__).with_name("ffi_contact.cc")
-TARGETS = (("jaxrbd_contact_solve", "JaxrbdContactSolve"),)
+TARGETS = (("jaxrbd_contact_solve", "JaxrbdContactSolve"),
+           ("jaxrbd_contact_solve_batch", "JaxrbdContactSolveBatch"))
 
 #: the solver codes of ``ffi_contact.cc``
 SOLVER_CODES = {"pgs": 0, "admm": 1}
@@ -47,19 +51,20 @@ def supported(A) -> bool:
     return A.ndim == 2 and A.dtype == jnp.float64 and on_cpu()
 
 
-def solve(xla, solver, iterations, rho_scale, tolerance, adaptive, polish, A, c, mu, lam0):
+def solve(solver, iterations, rho_scale, tolerance, adaptive, polish, A, c, mu, lam0):
     """``(lam, residual, iterations run)`` of one problem by the native kernel; under
-    `jax.vmap` by ``xla(A, c, mu, lam0)`` (the XLA program of the same solve)."""
+    `jax.vmap`, of the batch by the batched kernel (the same answers per problem)."""
     library()
     attrs = dict(solver=np.int64(SOLVER_CODES[solver]), iterations=np.int64(iterations),
                  rho_scale=np.float64(rho_scale), tolerance=np.float64(tolerance),
                  adaptive=np.int64(adaptive), polish=np.int64(polish))
     m = c.shape[0]
-    call = jax.ffi.ffi_call(
-        "jaxrbd_contact_solve",
-        (jax.ShapeDtypeStruct((m,), A.dtype), jax.ShapeDtypeStruct((), A.dtype),
-         jax.ShapeDtypeStruct((), jnp.int32)),
-        vmap_method="sequential")
+
+    def outputs(batch):
+        return (jax.ShapeDtypeStruct(batch + (m,), A.dtype),
+                jax.ShapeDtypeStruct(batch, A.dtype), jax.ShapeDtypeStruct(batch, jnp.int32))
+
+    call = jax.ffi.ffi_call("jaxrbd_contact_solve", outputs(()), vmap_method="sequential")
 
     @custom_vmap
     def run(A, c, mu, lam0):
@@ -67,8 +72,9 @@ def solve(xla, solver, iterations, rho_scale, tolerance, adaptive, polish, A, c,
 
     @run.def_vmap
     def _rule(axis_size, in_batched, A, c, mu, lam0):
-        axes = tuple(0 if b else None for b in in_batched)
-        out = jax.vmap(xla, in_axes=axes)(A, c, mu, lam0)
-        return out, (True, True, True)
+        # one call for the batch; a further vmap loops over its own axis ("sequential")
+        batch = jax.ffi.ffi_call("jaxrbd_contact_solve_batch", outputs((axis_size,)),
+                                 vmap_method="sequential")
+        return tuple(batch(A, c, mu, lam0, m=np.int64(m), **attrs)), (True, True, True)
 
     return run(A, c, mu, lam0)

@@ -242,8 +242,8 @@ def _newton(lam, A, c, mu):
 def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True,
          polish=True, native=False):
     """``(lam, residual, iterations run)``; with ``native``, where it applies
-    (`jaxrbd._core.ffi_contact.supported`), by the native kernel of the same solve for
-    one problem (the XLA program below under `jax.vmap`).
+    (`jaxrbd._core.ffi_contact.supported`), by the native kernel of the same solve (one
+    problem, or a batch under `jax.vmap`).
 
     With ``tolerance > 0`` the solver stops at the first check (every `CHECK_EVERY`
     iterations) where the residual is at most ``tolerance``, after ``iterations`` at
@@ -253,12 +253,8 @@ def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True
     adapts its penalty. The impulses returned are those of the lowest residual seen.
     """
     if native and ffi_contact.supported(A):
-        def xla(A, c, mu, lam0):
-            return _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive,
-                        polish)
-
-        return ffi_contact.solve(xla, solver, iterations, rho_scale, tolerance, adaptive,
-                                 polish, A, c, mu, lam0)
+        return ffi_contact.solve(solver, iterations, rho_scale, tolerance, adaptive, polish,
+                                 A, c, mu, lam0)
     if solver == "pgs":
         state, update, adapt, impulses = _pgs(A, c, mu, lam0)
         restart = lambda state, lam: lam
