@@ -174,6 +174,11 @@ def test_kernel_step_batches_and_differentiates(box):
     one = jax.jit(functools.partial(step, mk))(Q[1])
     assert float(one[2].force[:, 0].max()) > 0
     assert_allclose(batch[1][1], one[1], rtol=1e-9, atol=1e-9)
+    # the batched native calls against the batched XLA programs
+    xla = jax.jit(jax.vmap(functools.partial(step, model)))(Q)
+    np.testing.assert_array_equal(batch[2].iterations, xla[2].iterations)
+    assert_allclose(batch[0], xla[0], rtol=1e-9, atol=1e-9)
+    assert_allclose(batch[1], xla[1], rtol=1e-9, atol=1e-9)
 
     def loss(m, q):
         return jnp.sum(step(m, q)[1] ** 2)
@@ -183,6 +188,52 @@ def test_kernel_step_batches_and_differentiates(box):
     assert_allclose(g["kernel"], g["auto"], rtol=1e-6, atol=1e-6 * float(jnp.abs(g["auto"]).max()))
 
 
+@pytest.fixture(scope="module")
+def solo12():
+    model = jaxrbd.load_urdf(DATA / "solo12.urdf", floating_base=True)
+    feet = ground.ContactPoints.create(
+        model, [(f"{leg}_FOOT", [0.0, 0.0, 0.0], 0.016) for leg in ("FL", "FR", "HL", "HR")])
+    return model, feet
+
+
+def test_native_hard_terms_batch(solo12):
+    """The hard step's dynamics terms by the batched native kernel (the tree's L^T L
+    factor) against their XLA reference on a branched robot: a batch, one state, and
+    a batch sharing its Jacobian."""
+    from jaxrbd._api import kernels
+    from jaxrbd.ground import _dynamics_terms
+    from jaxrbd.ground._geometry import contact_jacobian
+
+    model, feet = solo12
+    mk = model.with_traversal("kernel")
+    k = kernels(mk)
+    rng = np.random.default_rng(3)
+    B = 3
+    Q = jnp.stack([jaxrbd.neutral_configuration(model)] * B)
+    Q = Q.at[:, 3:7].set(jnp.array([0.98, 0.1, -0.1, 0.1]) / 1.0149876)
+    Q = Q.at[:, 7:].add(jnp.asarray(rng.normal(size=(B, model.nq - 7))))
+    QD, TAU = (jnp.asarray(rng.normal(size=(B, model.nv))) for _ in range(2))
+    G = jax.vmap(lambda q: contact_jacobian(model, k, q, feet, ground.Plane())[3])(Q)
+    dt, reg = jnp.asarray(1e-3), jnp.asarray(1e-6)
+    ref = functools.partial(_dynamics_terms, k)
+    args = (Q, QD, TAU, G)
+    assert ffi_contact.hard_terms_supported(mk, Q[0], G[0])
+
+    def native(q, qd, tau, G):
+        return ffi_contact.hard_terms(ref, mk, q, qd, tau, G, dt, reg)
+
+    want = jax.jit(jax.vmap(lambda *a: ref(mk, *a, dt, reg)))(*args)
+    batch = jax.jit(jax.vmap(native))
+    assert "jaxrbd_hard_terms_batch" in batch.lower(*args).as_text()
+    got = batch(*args)
+    one = jax.jit(native)(*(x[1] for x in args))
+    shared = jax.jit(jax.vmap(native, in_axes=(0, 0, 0, None)))(Q, QD, TAU, G[1])
+    for name, w, g, o, s in zip(("A", "W", "v"), want, got, one, shared):
+        assert_allclose(g, w, rtol=1e-11, atol=1e-11 * float(jnp.abs(w).max()), name=name)
+        np.testing.assert_array_equal(o, g[1])
+        np.testing.assert_array_equal(s[1], g[1])
+
+
 #: The most kernels one compiled hard step of solo12 (4 points) runs with the kernel
 #: traversal (measured 123: the contact kinematics' dense program, the Delassus matrix,
 #: the checks and the integration around two dynamics and one contact custom call; the
@@ -190,10 +241,8 @@ def test_kernel_step_batches_and_differentiates(box):
 STEP_KERNELS = 160
 
 
-def test_kernel_step_runs_few_kernels():
-    model = jaxrbd.load_urdf(DATA / "solo12.urdf", floating_base=True)
-    feet = ground.ContactPoints.create(
-        model, [(f"{leg}_FOOT", [0.0, 0.0, 0.0], 0.016) for leg in ("FL", "FR", "HL", "HR")])
+def test_kernel_step_runs_few_kernels(solo12):
+    model, feet = solo12
     mk = model.with_traversal("kernel")
     q0 = jaxrbd.neutral_configuration(model)
     f = jax.jit(lambda q, w: ground.step(mk, q, jnp.zeros(model.nv), jnp.zeros(model.nv),

@@ -38,29 +38,40 @@ inline double jmin(double a, double b) {
   return a < b ? a : b;
 }
 
+// y = M x + y for M (m, m) given as its transpose Mt (row j of Mt = column j of M): a
+// column at a time, so that the loop over rows vectorizes while every y[i] still sums
+// its terms in the order of a row's dot product (j ascending), the rounding of the
+// plain loop.
+inline void gemv_t(int m, const double* Mt, const double* x, double* y) {
+  for (int j = 0; j < m; ++j) {
+    const double xj = x[j];
+    const double* col = Mt + j * m;
+    for (int i = 0; i < m; ++i) y[i] += col[i] * xj;
+  }
+}
+
 struct Problem {
   int m, K;
   const double* A;  // (m, m) row-major
   const double* c;
   const double* mu;
   std::vector<double> rn, rt;  // _solvers.steps
+  std::vector<double> At;      // A transposed (`gemv_t`)
 
   Problem(int m_, const double* A_, const double* c_, const double* mu_)
-      : m(m_), K(m_ / 3), A(A_), c(c_), mu(mu_), rn(m_ / 3), rt(m_ / 3) {
+      : m(m_), K(m_ / 3), A(A_), c(c_), mu(mu_), rn(m_ / 3), rt(m_ / 3), At(m_ * m_) {
     for (int k = 0; k < K; ++k) {
       rn[k] = 1.0 / A[(3 * k) * m + 3 * k];
       rt[k] = 2.0 / (A[(3 * k + 1) * m + 3 * k + 1] + A[(3 * k + 2) * m + 3 * k + 2]);
     }
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < m; ++j) At[j * m + i] = A[i * m + j];
   }
 
   // u = A x + c
   void velocity(const double* x, double* u) const {
-    for (int i = 0; i < m; ++i) {
-      double s = c[i];
-      const double* row = A + i * m;
-      for (int j = 0; j < m; ++j) s += row[j] * x[j];
-      u[i] = s;
-    }
+    for (int i = 0; i < m; ++i) u[i] = c[i];
+    gemv_t(m, At.data(), x, u);
   }
 
   // _solvers.fixed_point_map; u = A lam + c on return
@@ -251,12 +262,9 @@ struct Solver {
     }
     desaxce(z.data());
     for (int i = 0; i < m; ++i) w[i] = rho * z[i] - y[i] - P.c[i] - w[i];
-    for (int i = 0; i < m; ++i) {
-      double s = 0;
-      const double* row = Minv.data() + i * m;
-      for (int j = 0; j < m; ++j) s += row[j] * w[j];
-      x[i] = s;
-    }
+    // Minv is symmetric to the bit (mirrored): its rows are its columns
+    for (int i = 0; i < m; ++i) x[i] = 0.0;
+    gemv_t(m, Minv.data(), w.data(), x.data());
     // u: the new z, projected
     for (int i = 0; i < m; ++i) u[i] = x[i] + y[i] / rho;
     for (int k = 0; k < P.K; ++k) project_cone(&u[3 * k], P.mu[k]);

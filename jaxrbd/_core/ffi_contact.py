@@ -16,6 +16,10 @@ handler solves the batch in one call, the problems one after the other in C++ (a
 exactly as the single-problem kernel solves it; a `jax.vmap` of that again (nested
 batches) loops over the outer axis. Gradients never see either (the solve's implicit
 `jax.custom_vjp` differentiates the solution, not the iterations).
+
+`hard_terms` is the step's other native call: the mass matrix, bias forces, Delassus
+matrix and free velocity of one state or, under `jax.vmap`, of a batch (a handler of
+``ffi_kernels.cc``, which holds the tree kernels it reuses).
 """
 
 from __future__ import annotations
@@ -78,3 +82,69 @@ def solve(solver, iterations, rho_scale, tolerance, adaptive, polish, A, c, mu, 
         return tuple(batch(A, c, mu, lam0, m=np.int64(m), **attrs)), (True, True, True)
 
     return run(A, c, mu, lam0)
+
+
+#: the batched dynamics terms of the hard step, in ``ffi_kernels.cc`` (the tree kernels)
+HARD_TARGETS = (("jaxrbd_hard_terms_batch", "JaxrbdHardTermsBatch"),)
+
+
+def hard_terms_supported(model, q, G) -> bool:
+    """Whether `hard_terms` runs natively for one state (traced or not): a plain model
+    (not a `CoupledModel`, whose dynamics are projected) whose dynamics run as native
+    kernels (`jaxrbd._core.ffi.supported`), ``G`` float64."""
+    from .._model import Model
+
+    return (isinstance(model, Model) and ffi.supported(model, q) and G.ndim == 2
+            and G.dtype == jnp.float64)
+
+
+def hard_terms(reference, model, q, qd, tau, G, dt, reg):
+    """``(A, W, v)`` of one state of the hard contact step by the native kernel:
+    ``A = G H^-1 G^T + diag(R)`` `(3K, 3K)` (the regularised Delassus matrix, ``R = reg
+    (d + mean(d) 1e-3)`` with ``d`` its diagonal), ``W = H^-1 G^T`` `(nv, 3K)` and
+    ``v = qd + dt H^-1 (tau - C(q, qd))`` `(nv,)`, from the contact Jacobian ``G (3K, nv)``.
+
+    The kernel factors ``H = L^T L`` along the tree (Featherstone 2008, section 6.5)
+    rather than densely, so it agrees with ``reference`` (the XLA program of the same
+    terms, same signature) to round-off. Under `jax.vmap` over states it solves the
+    batch in one call; derivatives (``custom_jvp``) and batches of models or of ``dt``
+    and ``reg`` run ``reference``. `hard_terms_supported` must hold.
+    """
+    ffi.build(ffi.SOURCE, HARD_TARGETS)
+    m, nv = G.shape
+
+    def outputs(batch):
+        f = q.dtype
+        return (jax.ShapeDtypeStruct(batch + (m, m), f),
+                jax.ShapeDtypeStruct(batch + (nv, m), f), jax.ShapeDtypeStruct(batch + (nv,), f))
+
+    def call(batch, model, q, qd, tau, G, dt, reg):
+        run = jax.ffi.ffi_call("jaxrbd_hard_terms_batch", outputs(batch),
+                               vmap_method="sequential")
+        return tuple(run(*ffi._buffers(model), q, qd, tau, G, dt, reg,
+                         nq=np.int64(model.nq), m=np.int64(m)))
+
+    @custom_vmap
+    def native(model, q, qd, tau, G, dt, reg):
+        return call((), model, q, qd, tau, G, dt, reg)
+
+    @native.def_vmap
+    def _rule(axis_size, in_batched, model, q, qd, tau, G, dt, reg):
+        model_b, rest = in_batched[0], in_batched[1:]
+        if any(jax.tree_util.tree_leaves(model_b)) or rest[4] or rest[5]:
+            axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
+                0 if b else None for b in rest)
+            out = jax.vmap(reference, in_axes=axes)(model, q, qd, tau, G, dt, reg)
+        else:
+            out = call((axis_size,), model, q, qd, tau, G, dt, reg)
+        return out, (True, True, True)
+
+    @jax.custom_jvp
+    def terms(model, q, qd, tau, G, dt, reg):
+        return native(model, q, qd, tau, G, dt, reg)
+
+    @terms.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(reference, primals, tangents)
+
+    return terms(model, q, qd, tau, G, dt, reg)

@@ -9,6 +9,7 @@
 // placement X(E_b, r_b) when a fixed joint welds it there (fixed[b]). Spatial vectors are
 // [angular; linear] (Featherstone 2008). These kernels mirror jaxrbd._core.jcalc and the
 // algorithms' XLA programs; the tests hold them to those.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstdint>
@@ -1381,3 +1382,170 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdFdDerivatives, StateDerivatives<true>,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdIdDerivatives, StateDerivatives<false>,
                               BIND_DERIVATIVES(ffi::Ffi::Bind()));
+
+// ---------------------------------------------------------------- the hard contact step's
+// dynamics terms for a batch (jaxrbd.ground's hard model, `ffi_contact.hard_terms`)
+
+namespace {
+
+// The stride between the samples of an operand of a batch of B samples of `size` numbers
+// each: `size` where it holds all B, 0 where it holds one (shared, read in place), -1
+// otherwise.
+int64_t batch_stride(size_t count, int64_t size, int64_t B) {
+  if (static_cast<int64_t>(count) == size * B) return size;
+  if (static_cast<int64_t>(count) == size) return 0;
+  return -1;
+}
+
+// H = L^T L in place (Featherstone 2008, Table 6.3, the LTL factorization): with the
+// DoFs in topological order, L(k, i) != 0 only for i = k or i an ancestor of k
+// (lambda = the node parents, 0 the world), so the factor fills in no entry that H's
+// tree sparsity leaves zero and costs O(nv d^2) for a tree of depth d. Only the
+// entries along ancestor chains (those the CRBA writes) are read. A pivot <= 0 gives
+// NaN, as a failed dense Cholesky does.
+void ltl_factor(int nv, const int32_t* lambda, double* H) {
+  for (int k = nv; k >= 1; --k) {
+    double* Hk = H + (k - 1) * nv;
+    const double d = Hk[k - 1] > 0 ? std::sqrt(Hk[k - 1]) : NAN;
+    Hk[k - 1] = d;
+    for (int i = lambda[k]; i != 0; i = lambda[i]) Hk[i - 1] /= d;
+    for (int i = lambda[k]; i != 0; i = lambda[i])
+      for (int j = i; j != 0; j = lambda[j]) H[(i - 1) * nv + (j - 1)] -= Hk[i - 1] * Hk[j - 1];
+  }
+}
+
+// x = L^-T x in place (L^T x = b, the descendants first)
+void ltl_solve_t(int nv, const int32_t* lambda, const double* L, double* x, int stride = 1) {
+  for (int j = nv; j >= 1; --j) {
+    const double* Lj = L + (j - 1) * nv;
+    const double xj = x[(j - 1) * stride] / Lj[j - 1];
+    x[(j - 1) * stride] = xj;
+    for (int i = lambda[j]; i != 0; i = lambda[i]) x[(i - 1) * stride] -= Lj[i - 1] * xj;
+  }
+}
+
+// x = L^-1 x in place (L x = b, the ancestors first)
+void ltl_solve(int nv, const int32_t* lambda, const double* L, double* x, int stride = 1) {
+  for (int i = 1; i <= nv; ++i) {
+    const double* Li = L + (i - 1) * nv;
+    double s = x[(i - 1) * stride];
+    for (int j = lambda[i]; j != 0; j = lambda[j]) s -= Li[j - 1] * x[(j - 1) * stride];
+    x[(i - 1) * stride] = s / Li[i - 1];
+  }
+}
+
+// Per sample, for the hard contact step (jaxrbd.ground._hard_terms): the bias forces
+// C = RNEA(q, qd, 0), the mass matrix H (CRBA, with the armature), H = L^T L, and
+//   A = G H^-1 G^T + diag(R), R = reg (d + mean(d) 1e-3), d = diag(G H^-1 G^T)
+//   W = H^-1 G^T (nv, m),  v = qd + dt H^-1 (tau - C).
+// G (m, nv) comes from XLA. Operands of one sample are shared by the batch.
+ffi::Error HardTermsBatch(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+                          ffi::Buffer<ffi::F64> tau_b, ffi::Buffer<ffi::F64> G_b,
+                          ffi::Buffer<ffi::F64> dt_b, ffi::Buffer<ffi::F64> reg_b,
+                          ffi::ResultBuffer<ffi::F64> A_b, ffi::ResultBuffer<ffi::F64> W_b,
+                          ffi::ResultBuffer<ffi::F64> v_b, int64_t nq, int64_t m) {
+  Tree t = MODEL_TREE;
+  const int nn = t.nn, nv = nn - 1;
+  const int64_t B = static_cast<int64_t>(v_b->element_count()) / std::max(nv, 1);
+  const int64_t sq = batch_stride(q_b.element_count(), nq, B);
+  const int64_t sqd = batch_stride(qd_b.element_count(), nv, B);
+  const int64_t stau = batch_stride(tau_b.element_count(), nv, B);
+  const int64_t sG = batch_stride(G_b.element_count(), m * nv, B);
+  if (sq < 0 || sqd < 0 || stau < 0 || sG < 0 || dt_b.element_count() != 1 ||
+      reg_b.element_count() != 1)
+    return ffi::Error::InvalidArgument(
+        "jaxrbd_hard_terms_batch: q (B, nq), qd and tau (B, nv), G (B, m, nv), each of one "
+        "sample or B; dt and reg scalars");
+  const double dt = *dt_b.typed_data(), reg = *reg_b.typed_data();
+  const double* arm = armature_b.typed_data();
+  const double* g = gravity_b.typed_data();
+  const std::vector<Mat6> I0(t.I, t.I + nn);  // the rigid inertias (CRBA sums into Ic)
+  std::vector<Mat6> Ic(nn);
+  std::vector<Xf> Xup(nn);
+  std::vector<double> vel(6 * nn), vJc(6 * nn), acc(6 * nn), f(6 * nn), zero(nv, 0.0);
+  std::vector<double> H(nv * nv), Z(nv * m), d(m);
+  for (int64_t b = 0; b < B; ++b) {
+    const double *q = q_b.typed_data() + b * sq, *qd = qd_b.typed_data() + b * sqd;
+    const double *tau = tau_b.typed_data() + b * stau, *G = G_b.typed_data() + b * sG;
+    double *A = A_b->typed_data() + b * m * m, *W = W_b->typed_data() + b * nv * m;
+    double* v = v_b->typed_data() + b * nv;
+    // C, with Xup of every node
+    std::fill(vel.begin(), vel.end(), 0.0);
+    std::fill(vJc.begin(), vJc.end(), 0.0);
+    std::fill(acc.begin(), acc.end(), 0.0);
+    t.I = const_cast<Mat6*>(I0.data());
+    rnea_passes(t, q, qd, zero.data(), g, Xup, vel, vJc, acc, f);
+    for (int k = 1; k < nn; ++k) {
+      const double* S = t.axes + 6 * (k - 1);
+      double x = 0;
+      for (int i = 0; i < 6; ++i) x += S[i] * f[6 * k + i];
+      v[k - 1] = tau[k - 1] - x;  // tau - C, solved for below
+    }
+    // H along the ancestor chains (the CRBA of `Crba`, on the Xup above)
+    std::copy(I0.begin(), I0.end(), Ic.begin());
+    for (int k = nn - 1; k >= 1; --k)
+      if (t.parent[k] != 0) add_congruence(Xup[k], Ic[k], Ic[t.parent[k]]);
+    for (int k = 1; k < nn; ++k) {
+      const double* S = t.axes + 6 * (k - 1);
+      double F[6], Fp[6];
+      mv(Ic[k], S, F);
+      double h = arm[k - 1];
+      for (int i = 0; i < 6; ++i) h += S[i] * F[i];
+      H[(k - 1) * nv + (k - 1)] = h;
+      for (int j = k; t.parent[j] != 0; j = t.parent[j]) {
+        apply_T(Xup[j], F, Fp);
+        for (int i = 0; i < 6; ++i) F[i] = Fp[i];
+        const int pj = t.parent[j];
+        double x = 0;
+        for (int i = 0; i < 6; ++i) x += t.axes[6 * (pj - 1) + i] * F[i];
+        H[(k - 1) * nv + (pj - 1)] = x;
+      }
+    }
+    ltl_factor(nv, t.parent, H.data());
+    // v = qd + dt H^-1 (tau - C)
+    ltl_solve_t(nv, t.parent, H.data(), v);
+    ltl_solve(nv, t.parent, H.data(), v);
+    for (int i = 0; i < nv; ++i) v[i] = qd[i] + dt * v[i];
+    // Z = L^-T G^T, A = Z^T Z, W = L^-1 Z
+    for (int i = 0; i < nv; ++i)
+      for (int r = 0; r < m; ++r) Z[i * m + r] = G[r * nv + i];
+    for (int r = 0; r < m; ++r) ltl_solve_t(nv, t.parent, H.data(), Z.data() + r, m);
+    // the lower half of A by rows of Z (each entry sums over i ascending; the inner
+    // loop vectorizes), then mirrored
+    std::fill(A, A + m * m, 0.0);
+    for (int i = 0; i < nv; ++i) {
+      const double* zi = Z.data() + i * m;
+      for (int r = 0; r < m; ++r) {
+        const double zr = zi[r];
+        if (zr == 0) continue;  // Z keeps G's sparsity: a point moves with its ancestors only
+        double* Ar = A + r * m;
+        for (int s = 0; s <= r; ++s) Ar[s] += zr * zi[s];
+      }
+    }
+    for (int r = 0; r < m; ++r)
+      for (int s = 0; s < r; ++s) A[s * m + r] = A[r * m + s];
+    double mean = 0;
+    for (int r = 0; r < m; ++r) mean += (d[r] = A[r * m + r]);
+    mean /= std::max<int64_t>(m, 1);
+    for (int r = 0; r < m; ++r) A[r * m + r] += reg * (d[r] + mean * 1e-3);
+    for (int r = 0; r < m; ++r) ltl_solve(nv, t.parent, H.data(), Z.data() + r, m);
+    std::copy(Z.begin(), Z.end(), W);
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdHardTermsBatch, HardTermsBatch,
+                              BIND_MODEL(ffi::Ffi::Bind())
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // q
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // qd
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // tau
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // G
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // dt
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // reg
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // A
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // W
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // v
+                                  .Attr<int64_t>("nq")
+                                  .Attr<int64_t>("m"));

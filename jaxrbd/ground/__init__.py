@@ -24,12 +24,15 @@ robot; `ContactInfo.world_force` gives them as world vectors.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from .._api import Kernels, kernels
+from .._core import ffi_contact
 from .._core import linalg as _linalg
 from .._core.backend import contact_block
 from .._core.checks import as_float, check_state, check_vector
@@ -271,12 +274,35 @@ def _delassus(L, G, reg):
     return A + jnp.diag(R), Y
 
 
+def _dynamics_terms(k: Kernels, model, q, qd, tau, G, dt, reg):
+    """``(A, W, v)``: the regularised Delassus matrix (`_delassus`), ``W = H^-1 G^T`` and
+    ``v = qd + dt H^-1 (tau - C)``, by XLA (the reference of `ffi_contact.hard_terms`)."""
+    L = _linalg.cholesky(k.mass_matrix(model, q))
+    A, Y = _delassus(L, G, reg)
+    W = _linalg.solve_triangular(L, Y, lower=True, trans=True)
+    return A, W, qd + dt * _linalg.cho_solve(L, tau - k.bias_forces(model, q, qd))
+
+
 def _hard_terms(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
-    gap, frame, mu, G, H, C = _free_motion(model, k, q, qd, contacts, terrain)
-    L = _linalg.cholesky(H)
-    A, Y = _delassus(L, G, p.regularization.astype(q.dtype))
-    # the free velocity in coordinates frozen at the start of the step (`advance`)
-    v_free = qd + dt * (_linalg.cho_solve(L, tau - C) + k.frame_rate(model, qd))
+    """``(gap, frame, mu, A, c, impulse_velocity, v_free)`` of one step, where
+    ``impulse_velocity(lam) = H^-1 G^T lam`` is the velocity change of impulses ``lam``."""
+    gap, frame, mu, G = contact_jacobian(_kinematics(model), k, q, contacts, terrain)
+    reg = p.regularization.astype(q.dtype)
+    if _native(model) and ffi_contact.hard_terms_supported(model, q, G):
+        # one native call per state, or per batch under vmap
+        reference = functools.partial(_dynamics_terms, k)
+        A, W, v = ffi_contact.hard_terms(reference, model, q, qd, tau, G, dt, reg)
+        v_free = v + dt * k.frame_rate(model, qd)
+        impulse_velocity = lambda lam: W @ lam
+    else:
+        H = k.mass_matrix(model, q)
+        C = k.bias_forces(model, q, qd)
+        L = _linalg.cholesky(H)
+        A, Y = _delassus(L, G, reg)
+        v_free = qd + dt * (_linalg.cho_solve(L, tau - C) + k.frame_rate(model, qd))
+        impulse_velocity = lambda lam: _linalg.solve_triangular(L, Y @ lam, lower=True,
+                                                                trans=True)
+    # v_free: the free velocity in coordinates frozen at the start of the step (`advance`)
     un0 = (G @ qd)[0::3]
     e = p.restitution.astype(q.dtype)
     t_pos = jnp.where(gap >= 0, -gap / dt, -p.baumgarte.astype(q.dtype) * gap / dt)
@@ -284,7 +310,7 @@ def _hard_terms(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
     target = jnp.where(impact, jnp.maximum(t_pos, -e * un0), t_pos)
     shift = jnp.concatenate([target[:, None], jnp.zeros((gap.shape[0], 2), q.dtype)], axis=1)
     c = G @ v_free - shift.reshape(-1)
-    return gap, frame, mu, A, c, L, Y, v_free
+    return gap, frame, mu, A, c, impulse_velocity, v_free
 
 
 def _limit_work(lam, A, c, converged):
@@ -321,14 +347,15 @@ def _kinematics(model):
 
 
 def _step_hard(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p, lam0):
-    gap, frame, mu, A, c, L, Y, v_free = _hard_terms(model, k, q, qd, tau, dt, contacts, terrain, p)
+    gap, frame, mu, A, c, impulse_velocity, v_free = _hard_terms(model, k, q, qd, tau, dt,
+                                                                 contacts, terrain, p)
     lam, res, its = solve(p.solver, p.iterations, p.admm_rho, p.admm_adaptive, p.polish,
                           p.tolerance, A, c, mu, lam0, _native(model))
     res = jax.lax.stop_gradient(res)
     # with tolerance 0 the solver runs a fixed count: judge it by the default tolerance
     converged = res <= (p.tolerance if p.tolerance > 0 else _TOLERANCE)
     lam = _limit_work(lam, A, c, converged)
-    qd1 = v_free + _linalg.solve_triangular(L, Y @ lam, lower=True, trans=True)
+    qd1 = v_free + impulse_velocity(lam)
     q1, qd1 = k.advance(model, q, qd1, qd1, dt)
     force = lam.reshape(-1, 3) / dt
     return q1, qd1, ContactInfo(force=force, frame=frame, gap=gap, active=force[:, 0] > 0,
@@ -601,7 +628,7 @@ def contact_problem(model, q, qd, tau, dt, contacts, terrain, contact_model="har
             raise TypeError("contact_problem is defined for the hard contact model")
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         dt = check_dt(dt, model.dtype)
-        _, _, mu, A, c, _, _, _ = _hard_terms(model, kernels(model), q, qd, tau, dt, contacts,
+        _, _, mu, A, c, _, _ = _hard_terms(model, kernels(model), q, qd, tau, dt, contacts,
                                               terrain, p)
         return A, c, mu
 
