@@ -1459,48 +1459,16 @@ ffi::Error HardTermsBatch(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi
   const double dt = *dt_b.typed_data(), reg = *reg_b.typed_data();
   const double* arm = armature_b.typed_data();
   const double* g = gravity_b.typed_data();
-  const std::vector<Mat6> I0(t.I, t.I + nn);  // the rigid inertias (CRBA sums into Ic)
-  std::vector<Mat6> Ic(nn);
-  std::vector<Xf> Xup(nn);
-  std::vector<double> vel(6 * nn), vJc(6 * nn), acc(6 * nn), f(6 * nn), zero(nv, 0.0);
-  std::vector<double> H(nv * nv), Z(nv * m), d(m);
+  std::vector<double> zero(nv, 0.0), C(nv), H(nv * nv), Z(nv * m), d(m);
   for (int64_t b = 0; b < B; ++b) {
     const double *q = q_b.typed_data() + b * sq, *qd = qd_b.typed_data() + b * sqd;
     const double *tau = tau_b.typed_data() + b * stau, *G = G_b.typed_data() + b * sG;
     double *A = A_b->typed_data() + b * m * m, *W = W_b->typed_data() + b * nv * m;
     double* v = v_b->typed_data() + b * nv;
-    // C, with Xup of every node
-    std::fill(vel.begin(), vel.end(), 0.0);
-    std::fill(vJc.begin(), vJc.end(), 0.0);
-    std::fill(acc.begin(), acc.end(), 0.0);
-    t.I = const_cast<Mat6*>(I0.data());
-    rnea_passes(t, q, qd, zero.data(), g, Xup, vel, vJc, acc, f);
-    for (int k = 1; k < nn; ++k) {
-      const double* S = t.axes + 6 * (k - 1);
-      double x = 0;
-      for (int i = 0; i < 6; ++i) x += S[i] * f[6 * k + i];
-      v[k - 1] = tau[k - 1] - x;  // tau - C, solved for below
-    }
-    // H along the ancestor chains (the CRBA of `Crba`, on the Xup above)
-    std::copy(I0.begin(), I0.end(), Ic.begin());
-    for (int k = nn - 1; k >= 1; --k)
-      if (t.parent[k] != 0) add_congruence(Xup[k], Ic[k], Ic[t.parent[k]]);
-    for (int k = 1; k < nn; ++k) {
-      const double* S = t.axes + 6 * (k - 1);
-      double F[6], Fp[6];
-      mv(Ic[k], S, F);
-      double h = arm[k - 1];
-      for (int i = 0; i < 6; ++i) h += S[i] * F[i];
-      H[(k - 1) * nv + (k - 1)] = h;
-      for (int j = k; t.parent[j] != 0; j = t.parent[j]) {
-        apply_T(Xup[j], F, Fp);
-        for (int i = 0; i < 6; ++i) F[i] = Fp[i];
-        const int pj = t.parent[j];
-        double x = 0;
-        for (int i = 0; i < 6; ++i) x += t.axes[6 * (pj - 1) + i] * F[i];
-        H[(k - 1) * nv + (pj - 1)] = x;
-      }
-    }
+    if (b) reset_inertias(t);  // the CRBA below sums the composite inertias into t.I
+    rnea_one(t, arm, g, q, qd, zero.data(), C.data());
+    crba_one(t, arm, q, H.data());
+    for (int i = 0; i < nv; ++i) v[i] = tau[i] - C[i];  // tau - C, solved for below
     ltl_factor(nv, t.parent, H.data());
     // v = qd + dt H^-1 (tau - C)
     ltl_solve_t(nv, t.parent, H.data(), v);
