@@ -10,8 +10,12 @@ and contact points.
 Rows (per robot, contact model, variant and batch ``B``): ``--inner`` steps from ``B``
 states, ``batched`` by `jaxrbd.batched.ground_rollout` (blocks of samples, the way to run
 large batches) and ``vmap`` by ``jit(vmap(ground.rollout))`` over the whole batch;
-``steps_per_s`` counts sample-steps (``B * inner / time``). Peers in the same run:
-``mujoco_c`` (``mj_step`` loop, one thread, ``nstep`` steps per call) and ``mjx`` (``jit``
+``steps_per_s`` counts sample-steps (``B * inner / time``). Each row is timed for every
+model traversal of ``--traversals`` (default ``auto,kernel``: `Model.with_traversal`;
+``"kernel"`` runs the hard step's dynamics terms and contact solve as native calls), the
+traversals and ``mj_step`` in turn over ``--rounds`` rounds, each figure the minimum.
+Peers in the same run: ``mujoco_c`` (``mj_step`` loop, one thread, ``nstep`` steps per
+call) and ``mjx`` (``jit``
 of a ``lax.map`` over blocks of `MJX_BLOCK` samples of ``fori_loop(vmap(mjx.step))``), in
 this process when ``mujoco.mjx`` imports, else in the interpreter named by the
 ``MJX_PYTHON`` environment variable (a venv with matching ``mujoco`` and
@@ -24,6 +28,11 @@ conditions [m/s] after 10, 20, 50, 100 iterations (`ground.solve_contact_problem
 
     PYTHONPATH=. python benchmarks/bench_ground.py             # batches 1, 1024, 4096
     PYTHONPATH=. python benchmarks/bench_ground.py --quick     # batches 1, 256; inner 20
+
+Issue 29's check of the hard step against 1.5x ``mj_step`` (one command line, pinned):
+``PYTHONPATH=. taskset -c 1 python benchmarks/bench_ground.py --robots solo12,talos
+--batches 4096 --models hard --variants batched --no-solvers
+--out benchmarks/results/ground_4096_kernel.json``.
 
 Writes ``benchmarks/results/ground.json`` (``--quick``: ``ground_quick.json``). The
 machine is shared: figures are noisy (the load average is recorded).
