@@ -1444,7 +1444,7 @@ ffi::Error HardTermsBatch(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi
                           ffi::Buffer<ffi::F64> dt_b, ffi::Buffer<ffi::F64> reg_b,
                           ffi::ResultBuffer<ffi::F64> A_b, ffi::ResultBuffer<ffi::F64> W_b,
                           ffi::ResultBuffer<ffi::F64> v_b, int64_t nq, int64_t m) {
-  Tree t = MODEL_TREE;
+  Tree t = MODEL_TREE_COMPACT;  // rnea_one and crba_one read the compact rows
   const int nn = t.nn, nv = nn - 1;
   const int64_t B = static_cast<int64_t>(v_b->element_count()) / std::max(nv, 1);
   const int64_t sq = batch_stride(q_b.element_count(), nq, B);
@@ -1465,7 +1465,6 @@ ffi::Error HardTermsBatch(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi
     const double *tau = tau_b.typed_data() + b * stau, *G = G_b.typed_data() + b * sG;
     double *A = A_b->typed_data() + b * m * m, *W = W_b->typed_data() + b * nv * m;
     double* v = v_b->typed_data() + b * nv;
-    if (b) reset_inertias(t);  // the CRBA below sums the composite inertias into t.I
     rnea_one(t, arm, g, q, qd, zero.data(), C.data());
     crba_one(t, arm, q, H.data());
     for (int i = 0; i < nv; ++i) v[i] = tau[i] - C[i];  // tau - C, solved for below
