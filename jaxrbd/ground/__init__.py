@@ -629,7 +629,7 @@ def contact_problem(model, q, qd, tau, dt, contacts, terrain, contact_model="har
         q, qd, tau = check_state(model, q=q, qd=qd, tau=tau)
         dt = check_dt(dt, model.dtype)
         _, _, mu, A, c, _, _ = _hard_terms(model, kernels(model), q, qd, tau, dt, contacts,
-                                              terrain, p)
+                                           terrain, p)
         return A, c, mu
 
 
