@@ -175,13 +175,27 @@ def supported(model, q, f_ext=None, *, batch=False) -> bool:
             and node_tables(model) is not None)
 
 
+@functools.cache
+def _int_buffer(t):
+    tables = _tables(t)
+    nn, nb = len(tables[0]), len(tables[5])
+    return np.concatenate([np.asarray([nn, nb], np.int32), *tables])
+
+
 def _buffers(model):
-    """The model as the kernels read it (``ffi_kernels.cc``'s ``MODEL_ARGS``): its index
-    tables and its leaves as they are, so that a call is the custom call alone."""
+    """The model as the kernels read it (``ffi_kernels.cc``'s ``make_tree``): its index
+    tables in one int32 array and its leaves in one float64 array. A call pays a fixed
+    time per operand, so the thirteen arrays travel as two; with the model closed over
+    both are constants of the program, and as a jit argument the leaves' concatenation
+    is one small kernel."""
     library()
-    return tuple(jnp.asarray(x) for x in node_tables(model)) + (
-        model.Xtree_E, model.Xtree_r, model.inertia, model.axes, model.armature,
-        model.gravity)
+    leaves = (model.Xtree_E, model.Xtree_r, model.inertia, model.axes, model.armature,
+              model.gravity)
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        floats = jnp.concatenate([jnp.ravel(x) for x in leaves])
+    else:
+        floats = np.concatenate([np.ravel(np.asarray(x)) for x in leaves])
+    return jnp.asarray(_int_buffer(topology(model))), jnp.asarray(floats)
 
 
 def _call(name, shape, dtype):

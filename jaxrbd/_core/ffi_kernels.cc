@@ -240,9 +240,9 @@ void inertia6(const double* I, Mat6& A) {
 
 // The model's buffers, and the node inertias they give (fixed bodies merged).
 struct Tree {
-  int nn;
-  const int32_t *kind, *parent, *qi, *bias_to, *first_body;
-  const double *E, *r, *axes;
+  int nn, nb;
+  const int32_t *kind, *parent, *qi, *bias_to, *first_body, *body_node, *fixed;
+  const double *E, *r, *inertia, *axes, *arm, *g;
   const double* Ik;  // the same as compact rows [m, h, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]
   const Mat6* I0;  // the rigid node inertias (per-thread scratch, make_tree)
   Mat6* I;         // their working copy, which ABA and CRBA overwrite (reset_inertias)
@@ -260,25 +260,29 @@ int64_t batch_of(const ffi::Buffer<ffi::F64>& q) {
   return d.size() == 2 ? d[0] : 1;
 }
 
-Tree make_tree(ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent,
-               ffi::Buffer<ffi::S32> qi, ffi::Buffer<ffi::S32> bias_to,
-               ffi::Buffer<ffi::S32> first_body, ffi::Buffer<ffi::S32> body_node,
-               ffi::Buffer<ffi::S32> fixed, ffi::Buffer<ffi::F64> E, ffi::Buffer<ffi::F64> r,
-               ffi::Buffer<ffi::F64> inertia, ffi::Buffer<ffi::F64> axes, bool six = true) {
+// The model arrives as two buffers (ffi.py: _buffers), one call operand each: ints =
+// [nn, nb, kind, parent, qi, bias_to, first_body (nn each), body_node, fixed (nb each)],
+// floats = [Xtree_E (nb x 9), Xtree_r (nb x 3), inertia (nb x 10), axes (nv x 6),
+// armature (nv), gravity (3)], nv = nn - 1. Each operand costs the call a fixed time,
+// so the thirteen arrays travel as two.
+Tree make_tree(ffi::Buffer<ffi::S32> model_i, ffi::Buffer<ffi::F64> model_f, bool six = true) {
   Tree t;
-  t.nn = static_cast<int>(parent.element_count());
-  t.kind = kind.typed_data(); t.parent = parent.typed_data(); t.qi = qi.typed_data();
-  t.bias_to = bias_to.typed_data(); t.first_body = first_body.typed_data();
-  t.E = E.typed_data(); t.r = r.typed_data(); t.axes = axes.typed_data();
+  const int32_t* mi = model_i.typed_data();
+  t.nn = mi[0]; t.nb = mi[1];
+  const int nn = t.nn, nb = t.nb, nv = nn - 1;
+  t.kind = mi + 2; t.parent = t.kind + nn; t.qi = t.parent + nn; t.bias_to = t.qi + nn;
+  t.first_body = t.bias_to + nn; t.body_node = t.first_body + nn; t.fixed = t.body_node + nb;
+  const double* mf = model_f.typed_data();
+  t.E = mf; t.r = t.E + 9 * nb; t.inertia = t.r + 3 * nb; t.axes = t.inertia + 10 * nb;
+  t.arm = t.axes + 6 * nv; t.g = t.arm + nv;
   // each node's rigid-body inertia in compact form (m, h = m c, I about the origin),
   // summed over its bodies, a welded body's moved into the node's frame first
   std::vector<double>& acc = scratch<0>(10 * t.nn, 0.0);
-  const int nb = static_cast<int>(body_node.element_count());
-  const int32_t* bn = body_node.typed_data();
-  const int32_t* fx = fixed.typed_data();
+  const int32_t* bn = t.body_node;
+  const int32_t* fx = t.fixed;
   for (int b = 1; b < nb; ++b) {
     if (bn[b] == 0) continue;  // welded to the world: never moves
-    const double* I = inertia.typed_data() + 10 * b;
+    const double* I = t.inertia + 10 * b;
     const double m = I[0];
     double h[3] = {I[1], I[2], I[3]};
     double Io[3][3] = {{I[4], I[5], I[7]}, {I[5], I[6], I[8]}, {I[7], I[8], I[9]}};
@@ -343,20 +347,11 @@ void node_transform(const Tree& t, int k, const double* q, Xf& X) {
   }
 }
 
-// The model's buffers, the same for every kernel (ffi.py: _buffers).
-#define MODEL_ARGS                                                                          \
-  ffi::Buffer<ffi::S32> kind, ffi::Buffer<ffi::S32> parent, ffi::Buffer<ffi::S32> qi,      \
-      ffi::Buffer<ffi::S32> bias_to, ffi::Buffer<ffi::S32> first_body,                     \
-      ffi::Buffer<ffi::S32> body_node, ffi::Buffer<ffi::S32> fixed,                        \
-      ffi::Buffer<ffi::F64> Xtree_E, ffi::Buffer<ffi::F64> Xtree_r,                        \
-      ffi::Buffer<ffi::F64> inertia, ffi::Buffer<ffi::F64> axes,                           \
-      ffi::Buffer<ffi::F64> armature_b, ffi::Buffer<ffi::F64> gravity_b
-#define MODEL_TREE \
-  make_tree(kind, parent, qi, bias_to, first_body, body_node, fixed, Xtree_E, Xtree_r, inertia, axes)
+// The model's buffers, the same for every kernel (make_tree).
+#define MODEL_ARGS ffi::Buffer<ffi::S32> model_i, ffi::Buffer<ffi::F64> model_f
+#define MODEL_TREE make_tree(model_i, model_f)
 // the same without the 6x6 node inertias, for the kernels that read only the compact rows
-#define MODEL_TREE_COMPACT                                                                  \
-  make_tree(kind, parent, qi, bias_to, first_body, body_node, fixed, Xtree_E, Xtree_r,     \
-            inertia, axes, false)
+#define MODEL_TREE_COMPACT make_tree(model_i, model_f, false)
 
 // Velocities v, the joint velocities vJc each joint's last node collects, and Xup.
 void velocities(const Tree& t, const double* q, const double* qd, std::vector<Xf>& Xup,
@@ -440,7 +435,7 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
   const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
   for (int64_t s = 0; s < B; ++s) {
     if (s) reset_inertias(t);
-    aba_one(t, armature_b.typed_data(), gravity_b.typed_data(), q_b.typed_data() + s * nq,
+    aba_one(t, t.arm, t.g, q_b.typed_data() + s * nq,
             qd_b.typed_data() + s * nv, tau_b.typed_data() + s * nv,
             qdd_b->typed_data() + s * nv);
   }
@@ -497,7 +492,7 @@ ffi::Error Rnea(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_
   Tree t = MODEL_TREE_COMPACT;
   const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
   for (int64_t s = 0; s < B; ++s)
-    rnea_one(t, armature_b.typed_data(), gravity_b.typed_data(), q_b.typed_data() + s * nq,
+    rnea_one(t, t.arm, t.g, q_b.typed_data() + s * nq,
              qd_b.typed_data() + s * nv, qdd_b.typed_data() + s * nv,
              tau_b->typed_data() + s * nv);
   return ffi::Error::Success();
@@ -592,7 +587,7 @@ ffi::Error Crba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::ResultBuffer<ffi::F6
   Tree t = MODEL_TREE_COMPACT;
   const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
   for (int64_t s = 0; s < B; ++s)
-    crba_one(t, armature_b.typed_data(), q_b.typed_data() + s * nq,
+    crba_one(t, t.arm, q_b.typed_data() + s * nq,
              H_b->typed_data() + s * nv * nv);
   return ffi::Error::Success();
 }
@@ -843,8 +838,8 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
   const double* qd = qd_b.typed_data();
   const double* qdd = qdd_b.typed_data();
   const double* lam = lam_b.typed_data();
-  const double* arm = armature_b.typed_data();
-  const double* g = gravity_b.typed_data();
+  const double* arm = t.arm;
+  const double* g = t.g;
   double* u = scratch<24>(nn - 1, 0.0).data();
   if (Solve) {  // before the sweep takes its scratch buffers, which ABA shares
     const double* rest = scratch<25>(nn + 2, 0.0).data();  // qd = 0, g = 0
@@ -959,7 +954,7 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
   }
   gb[0] = -ab[3]; gb[1] = -ab[4]; gb[2] = -ab[5];
   // on to the model's leaves and q (the per-node maps of Xup_and_S and node_inertias)
-  const int nb = static_cast<int>(body_node.element_count());
+  const int nb = t.nb;
   double* XEb = XEb_b->typed_data();
   double* Xrb = Xrb_b->typed_data();
   double* inb = inertiab_b->typed_data();
@@ -973,8 +968,7 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
   for (int k = 1; k < nn; ++k)
     joint_transform_adjoint(t, k, q_b.typed_data(), &Eb[9 * k], &rb[3 * k], &Sb[6 * k], XEb,
                             Xrb, &axb[6 * (k - 1)], qb);
-  node_inertias_adjoint(t, body_node.typed_data(), fixed.typed_data(), nb,
-                        inertia.typed_data(), Ib, XEb, Xrb, inb);
+  node_inertias_adjoint(t, t.body_node, t.fixed, nb, t.inertia, Ib, XEb, Xrb, inb);
   if (Solve)
     for (int i = 0; i < nn - 1; ++i) qddb[i] = u[i];
   for (size_t i = 0; i < zeros.size(); ++i) {
@@ -1295,7 +1289,7 @@ ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<f
   const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
   for (int64_t s = 0; s < B; ++s)
     state_derivatives_one<Solve>(
-        t, d, armature_b.typed_data(), gravity_b.typed_data(), q_b.typed_data() + s * nq,
+        t, d, t.arm, t.g, q_b.typed_data() + s * nq,
         qd_b.typed_data() + s * nv, x_b.typed_data() + s * nv, y_b->typed_data() + s * nv,
         Jq_b->typed_data() + s * nv * nv, Jv_b->typed_data() + s * nv * nv,
         M_b->typed_data() + s * nv * nv);
@@ -1305,20 +1299,7 @@ ffi::Error StateDerivatives(MODEL_ARGS, ffi::Buffer<ffi::S32> p_b, ffi::Buffer<f
 }  // namespace
 
 // The model's buffers in a binding (the order of MODEL_ARGS).
-#define BIND_MODEL(b)                                                                     \
-  b.Arg<ffi::Buffer<ffi::S32>>()       /* kind */                                         \
-      .Arg<ffi::Buffer<ffi::S32>>()    /* parent */                                       \
-      .Arg<ffi::Buffer<ffi::S32>>()    /* qi */                                           \
-      .Arg<ffi::Buffer<ffi::S32>>()    /* bias_to */                                      \
-      .Arg<ffi::Buffer<ffi::S32>>()    /* first_body */                                   \
-      .Arg<ffi::Buffer<ffi::S32>>()    /* body_node */                                    \
-      .Arg<ffi::Buffer<ffi::S32>>()    /* fixed */                                        \
-      .Arg<ffi::Buffer<ffi::F64>>()    /* Xtree_E */                                      \
-      .Arg<ffi::Buffer<ffi::F64>>()    /* Xtree_r */                                      \
-      .Arg<ffi::Buffer<ffi::F64>>()    /* inertia */                                      \
-      .Arg<ffi::Buffer<ffi::F64>>()    /* axes */                                         \
-      .Arg<ffi::Buffer<ffi::F64>>()    /* armature */                                     \
-      .Arg<ffi::Buffer<ffi::F64>>()    /* gravity */
+#define BIND_MODEL(b) b.Arg<ffi::Buffer<ffi::S32>>().Arg<ffi::Buffer<ffi::F64>>()
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdAba, Aba,
                               BIND_MODEL(ffi::Ffi::Bind())
@@ -1457,8 +1438,8 @@ ffi::Error HardTermsBatch(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi
         "jaxrbd_hard_terms_batch: q (B, nq), qd and tau (B, nv), G (B, m, nv), each of one "
         "sample or B; dt and reg scalars");
   const double dt = *dt_b.typed_data(), reg = *reg_b.typed_data();
-  const double* arm = armature_b.typed_data();
-  const double* g = gravity_b.typed_data();
+  const double* arm = t.arm;
+  const double* g = t.g;
   std::vector<double> zero(nv, 0.0), C(nv), H(nv * nv), Z(nv * m), d(m);
   for (int64_t b = 0; b < B; ++b) {
     const double *q = q_b.typed_data() + b * sq, *qd = qd_b.typed_data() + b * sqd;
