@@ -89,13 +89,10 @@ HARD_TARGETS = (("jaxrbd_hard_terms_batch", "JaxrbdHardTermsBatch"),)
 
 
 def hard_terms_supported(model, q, G) -> bool:
-    """Whether `hard_terms` runs natively for one state (traced or not): a plain model
-    (not a `CoupledModel`, whose dynamics are projected) whose dynamics run as native
-    kernels (`jaxrbd._core.ffi.supported`), ``G`` float64."""
-    from .._model import Model
-
-    return (isinstance(model, Model) and ffi.supported(model, q) and G.ndim == 2
-            and G.dtype == jnp.float64)
+    """Whether `hard_terms` runs natively for one state (traced or not): a model whose
+    dynamics run as native kernels (`jaxrbd._core.ffi.supported`), ``G`` float64. The
+    caller passes a plain model only (a `CoupledModel`'s dynamics are projected)."""
+    return ffi.supported(model, q) and G.ndim == 2 and G.dtype == jnp.float64
 
 
 def hard_terms(reference, model, q, qd, tau, G, dt, reg):

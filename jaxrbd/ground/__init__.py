@@ -46,7 +46,7 @@ from .._integrators import (
     rollout_devices,
     scan_steps,
 )
-from .._model import check_model
+from .._model import Model, check_model
 from ._geometry import (
     AbstractTerrain,
     ContactPoints,
@@ -288,7 +288,8 @@ def _hard_terms(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
     ``impulse_velocity(lam) = H^-1 G^T lam`` is the velocity change of impulses ``lam``."""
     gap, frame, mu, G = contact_jacobian(_kinematics(model), k, q, contacts, terrain)
     reg = p.regularization.astype(q.dtype)
-    if _native(model) and ffi_contact.hard_terms_supported(model, q, G):
+    if (_native(model) and isinstance(model, Model)  # a coupled model's dynamics are projected
+            and ffi_contact.hard_terms_supported(model, q, G)):
         # one native call per state, or per batch under vmap
         reference = functools.partial(_dynamics_terms, k)
         A, W, v = ffi_contact.hard_terms(reference, model, q, qd, tau, G, dt, reg)

@@ -310,15 +310,15 @@ def pseudo_inertia(pi):
 
 
 # one program per row count (called eagerly, the check would compile op by op)
-_consistent_rows = jax.jit(is_physically_consistent)
+consistent_rows = jax.jit(is_physically_consistent)
 
 
-def _consistent_prior(pi):
+def consistent_prior(pi):
     """The prior's bodies made strictly consistent: a body that is not (massless rows
     aside) is replaced by a solid sphere of its mass and centre of mass whose radius
     gives the trace of its rotational inertia about the centre of mass (at least 1 cm)."""
     pi = np.array(pi, np.float64)
-    ok = np.asarray(_consistent_rows(jnp.asarray(pi)))
+    ok = np.asarray(consistent_rows(jnp.asarray(pi)))
     for k in np.flatnonzero(~ok):
         m = max(float(pi[k, 0]), 1e-6)
         c = pi[k, 1:4] / m
@@ -380,12 +380,12 @@ class ConsistentFit(NamedTuple):
                                                jnp.asarray(self.nonlinear_params)))
 
 
-def _identified_bodies(model):
+def identified_bodies(model):
     mass = np.asarray(model.inertia)[:, 0]
     return tuple(b for b in range(1, model.nbodies) if model.body_node[b] != 0 and mass[b] > 0)
 
 
-def _logdet_divergence(pi, J0inv):
+def logdet_divergence(pi, J0inv):
     """``-log det(J0^-1 J) + tr(J0^-1 J) - 4`` per body (+inf where ``J`` is not positive
     definite): the Bregman divergence of ``-log det`` between pseudo-inertias."""
     J = pseudo_inertia(pi)
@@ -395,7 +395,7 @@ def _logdet_divergence(pi, J0inv):
     return jnp.where(jnp.isfinite(d), d, jnp.inf)
 
 
-def _divergence_derivatives(z, J0inv):
+def divergence_derivatives(z, J0inv):
     """Gradient `(nbod, 10)` and block-diagonal Hessian `(10 nbod, 10 nbod)` of the summed
     divergences, in closed form (``J = sum_k p_k A_k`` is linear in ``p``):
     ``dd/dp_k = tr((J0^-1 - J^-1) A_k)``, ``d2d/dp_k dp_l = tr(J^-1 A_k J^-1 A_l)``."""
@@ -410,7 +410,7 @@ def _divergence_derivatives(z, J0inv):
     return gp, H
 
 
-def _divergence_curvature(pi):
+def divergence_curvature(pi):
     """The trace of the summed divergences' Hessian at bodies ``pi`` `(nbod, 10)` numpy,
     ``sum_b sum_k tr(J_b^-1 A_k J_b^-1 A_k)`` (on the host)."""
     A = pseudo_inertia(np.eye(10))
@@ -424,14 +424,14 @@ def _consistent_solve(G, bvec, c, z0, z_prior, J0inv, weight, ridge, max_iters, 
     n_in = J0inv.shape[0] * 10
 
     def prior(z):
-        return jnp.sum(_logdet_divergence(z[:n_in].reshape(-1, 10), J0inv))
+        return jnp.sum(logdet_divergence(z[:n_in].reshape(-1, 10), J0inv))
 
     def cost(z):
         dz = z - z_prior
         return z @ G @ z - 2.0 * bvec @ z + c + weight * prior(z) + ridge * dz @ dz
 
     def normal(z):
-        gp, Hblock = _divergence_derivatives(z[:n_in], J0inv)
+        gp, Hblock = divergence_derivatives(z[:n_in], J0inv)
         dz = z - z_prior
         g = 2.0 * (G @ z - bvec) + 2.0 * ridge * dz
         g = g.at[:n_in].add(weight * gp.reshape(-1))
@@ -462,7 +462,7 @@ def _consistent_solve_nonlinear(G, Yw, tw, w, qd, x0, x_prior, J0inv, weight, ri
     def cost(x):
         r = residual(x)
         dx = x - x_prior
-        return (r @ r + weight * jnp.sum(_logdet_divergence(x[:n_in].reshape(-1, 10), J0inv))
+        return (r @ r + weight * jnp.sum(logdet_divergence(x[:n_in].reshape(-1, 10), J0inv))
                 + ridge * dx @ dx)
 
     def normal(x):
@@ -473,7 +473,7 @@ def _consistent_solve_nonlinear(G, Yw, tw, w, qd, x0, x_prior, J0inv, weight, ri
         D = nonlinear.derivatives(qd, x[nz:].reshape(nv, -1)) * w2[..., None]  # (T, nv, k)
         k = D.shape[-1]
         r3 = r.reshape(T, nv)
-        gp, Hblock = _divergence_derivatives(x[:n_in], J0inv)
+        gp, Hblock = divergence_derivatives(x[:n_in], J0inv)
         g = 2.0 * jnp.concatenate([Yw.T @ r, jnp.einsum("tjk,tj->jk", D, r3).ravel()])
         g = g.at[:n_in].add(weight * gp.reshape(-1)) + 2.0 * ridge * (x - x_prior)
         Hzt = jnp.einsum("tjp,tjk->pjk", Y3, D).reshape(nz, nv * k)
@@ -673,7 +673,7 @@ def consistent_fit(model, Y, tau, friction: FrictionModel, *, prior_model=None,
                                  start, max_iters, tol, nl, dissipative=dissipative)
 
 
-def _joint_lower_bounds(friction, nl, nv, dissipative):
+def joint_lower_bounds(friction, nl, nv, dissipative):
     """Lower bounds of the joint terms `(n_columns,)` and of the nonlinear parameters
     `(nv, k)` (or None): the passive, dissipative ones, or ``-inf`` everywhere."""
     lo = friction.lower_bounds(nv)
@@ -684,7 +684,7 @@ def _joint_lower_bounds(friction, nl, nv, dissipative):
     return lo, lo_nl
 
 
-def _below(x, lo, names):
+def below_bounds(x, lo, names):
     return [n for n, a, b in zip(names, np.ravel(x), np.ravel(lo)) if not a >= b]
 
 
@@ -700,26 +700,26 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
         raise ValueError(f"prior_weight must be > 0, got {prior_weight}")
     prior_model = model if prior_model is None else prior_model
     p_prior = np.asarray(standard_parameters(prior_model, friction), np.float64)
-    ids = _identified_bodies(prior_model)
-    pi_prior, bad = _consistent_prior(p_prior[: 10 * nb].reshape(nb, 10)[list(ids)])
+    ids = identified_bodies(prior_model)
+    pi_prior, bad = consistent_prior(p_prior[: 10 * nb].reshape(nb, 10)[list(ids)])
     p_prior = p_prior.copy()
     p_prior[: 10 * nb].reshape(nb, 10)[list(ids)] = pi_prior
     free = np.concatenate([(10 * np.asarray(ids, int)[:, None] + np.arange(10)).ravel(),
                            np.arange(10 * nb, P)]).astype(int)
     fixed = np.setdiff1d(np.arange(P), free)
-    lo_joint, lo_nl = _joint_lower_bounds(friction, nl, nv, dissipative)
+    lo_joint, lo_nl = joint_lower_bounds(friction, nl, nv, dissipative)
     # the prior's joint terms inside the bounds (a URDF may carry a negative damping)
     p_prior[10 * nb:] = np.maximum(p_prior[10 * nb:], lo_joint)
     joint_names = friction.column_names(model)[10 * nb:]
     p_start = p_prior if start is None else np.asarray(start, np.float64)
     if start is not None and p_start.shape != (P,):
         raise ValueError(f"start has shape {p_start.shape}, expected ({P},)")
-    if start is not None and _below(p_start[10 * nb:], lo_joint, joint_names):
+    if start is not None and below_bounds(p_start[10 * nb:], lo_joint, joint_names):
         raise ValueError(f"start is below the lower bounds of dissipative=True in "
-                         f"{_below(p_start[10 * nb:], lo_joint, joint_names)}: start from "
+                         f"{below_bounds(p_start[10 * nb:], lo_joint, joint_names)}: start from "
                          f"values >= 0 or pass dissipative=False")
     if start is not None:
-        ok = np.asarray(_consistent_rows(jnp.asarray(
+        ok = np.asarray(consistent_rows(jnp.asarray(
             p_start[: 10 * nb].reshape(nb, 10)[list(ids)])))
         if not ok.all():
             raise ValueError(f"start is not physically consistent in bodies "
@@ -737,7 +737,7 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
     # each stage warm-started; a direct start stalls at the consistency boundary.
     z = jnp.asarray(p_start[free])
     n_in = 10 * len(ids)
-    h_prior = _divergence_curvature(p_start[free][:n_in].reshape(-1, 10))
+    h_prior = divergence_curvature(p_start[free][:n_in].reshape(-1, 10))
     w_start = max(float(prior_weight), 2.0 * np.trace(G) / max(h_prior, 1e-300))
     stages = [float(prior_weight)]
     while stages[-1] * 10.0 < w_start:
@@ -759,9 +759,9 @@ def _consistent_from_gram(model, gram, friction, prior_model, prior_weight, join
         tw = jnp.asarray((nl.tau - nl.Y[:, fixed] @ px) * w_rows)
         theta0 = nl.start if theta is None else np.asarray(theta, np.float64)
         nl_names = nl.friction.column_names(model)
-        if _below(theta0, lo_nl, nl_names):
+        if below_bounds(theta0, lo_nl, nl_names):
             raise ValueError(f"nonlinear_start is below the lower bounds of dissipative=True "
-                             f"in {_below(theta0, lo_nl, nl_names)} "
+                             f"in {below_bounds(theta0, lo_nl, nl_names)} "
                              f"({nl.friction.kind}: {nl.friction.lower_bounds(1)[0].tolist()} "
                              f"per joint); pass dissipative=False to leave them free")
         x = jnp.concatenate([z, jnp.asarray(theta0.ravel())])

@@ -25,16 +25,16 @@ from .._jit import jit
 from ._drive import FrictionModel
 from ._estimators import (
     ConsistentFit,
-    _below,
-    _consistent_prior,
-    _consistent_rows,
-    _divergence_curvature,
-    _divergence_derivatives,
-    _identified_bodies,
-    _joint_lower_bounds,
-    _logdet_divergence,
+    below_bounds,
+    consistent_prior,
+    consistent_rows,
+    divergence_curvature,
+    divergence_derivatives,
+    identified_bodies,
     identified_model,
+    joint_lower_bounds,
     levenberg_marquardt,
+    logdet_divergence,
     pseudo_inertia,
     standard_parameters,
 )
@@ -262,7 +262,7 @@ def _solve(model, friction, integrator, substeps, p_fixed, free, qw, tw, q0, qd0
         return ((qs[:, 1:] - qw[:, 1:]) / sigma[None, None, :]).ravel()
 
     def prior(z):
-        return jnp.sum(_logdet_divergence(z[:n_in].reshape(-1, 10), J0inv))
+        return jnp.sum(logdet_divergence(z[:n_in].reshape(-1, 10), J0inv))
 
     def cost(z):
         r = residual(z)
@@ -273,7 +273,7 @@ def _solve(model, friction, integrator, substeps, p_fixed, free, qw, tw, q0, qd0
         # directions and windows: the start states are data, so J is (rows, n) and the
         # normal matrix n x n whatever the number of windows
         r, J = jax.vmap(lambda v: jax.jvp(residual, (z,), (v,)), out_axes=(None, 1))(basis)
-        gp, Hb = _divergence_derivatives(z[:n_in], J0inv)
+        gp, Hb = divergence_derivatives(z[:n_in], J0inv)
         g = (2.0 * J.T @ r).at[:n_in].add(weight * gp.reshape(-1))
         H = (2.0 * J.T @ J).at[:n_in, :n_in].add(weight * Hb)
         return r @ r + weight * prior(z), g, H
@@ -286,11 +286,11 @@ def _start_parameters(model, friction, start, lo_joint):
     """The start's standard parameters `(P,)`, the identified bodies, the torque sigma of
     a `ConsistentFit` start (or None), and the prior's replaced bodies."""
     nb = model.nbodies
-    ids = _identified_bodies(model)
+    ids = identified_bodies(model)
     sigma = None
     if start is None:
         p = np.asarray(standard_parameters(model, friction), np.float64).copy()
-        pi, _ = _consistent_prior(p[: 10 * nb].reshape(nb, 10)[list(ids)])
+        pi, _ = consistent_prior(p[: 10 * nb].reshape(nb, 10)[list(ids)])
         p[: 10 * nb].reshape(nb, 10)[list(ids)] = pi
         p[10 * nb:] = np.maximum(p[10 * nb:], lo_joint)
         return p, ids, sigma
@@ -302,11 +302,11 @@ def _start_parameters(model, friction, start, lo_joint):
     if p.shape != (P,):
         raise ValueError(f"start has shape {p.shape}, expected ({P},) standard parameters")
     names = friction.column_names(model)[10 * nb:]
-    if _below(p[10 * nb:], lo_joint, names):
+    if below_bounds(p[10 * nb:], lo_joint, names):
         raise ValueError(f"start is below the lower bounds of dissipative=True in "
-                         f"{_below(p[10 * nb:], lo_joint, names)}: start from a dissipative "
+                         f"{below_bounds(p[10 * nb:], lo_joint, names)}: start from a dissipative "
                          "consistent_fit or pass dissipative=False")
-    ok = np.asarray(_consistent_rows(jnp.asarray(p[: 10 * nb].reshape(nb, 10)[list(ids)])))
+    ok = np.asarray(consistent_rows(jnp.asarray(p[: 10 * nb].reshape(nb, 10)[list(ids)])))
     if not ok.all():
         raise ValueError(f"start is not physically consistent in bodies "
                          f"{[model.body_names[ids[k]] for k in np.flatnonzero(~ok)]}: start "
@@ -399,7 +399,7 @@ def simulation_error_fit(model, t, q, tau, friction: FrictionModel, *, window: i
     substeps = _check_substeps(substeps)
     if not prior_weight > 0:
         raise ValueError(f"prior_weight must be > 0, got {prior_weight}")
-    lo_joint, _ = _joint_lower_bounds(friction, None, nv, dissipative)
+    lo_joint, _ = joint_lower_bounds(friction, None, nv, dissipative)
     p0, ids, sigma_start = _start_parameters(model, friction, start, lo_joint)
     qw, tw, starts = shooting_windows(q, tau, window, count)
     L = qw.shape[1]
@@ -448,7 +448,7 @@ def simulation_error_fit(model, t, q, tau, friction: FrictionModel, *, window: i
         pk = p0.copy()
         pk[i] += h[k]
         data_curvature += 2.0 * np.sum(((whitened(pk) - r0) / h[k]) ** 2)
-    h_prior = _divergence_curvature(p0[: 10 * nb].reshape(nb, 10)[list(ids)])
+    h_prior = divergence_curvature(p0[: 10 * nb].reshape(nb, 10)[list(ids)])
     w_start = max(float(prior_weight), data_curvature / max(h_prior, 1e-300))
     stages = [float(prior_weight)]
     while stages[-1] * 10.0 < w_start:
