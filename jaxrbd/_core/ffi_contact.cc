@@ -455,35 +455,26 @@ ffi::Error SolveBatch(ffi::Buffer<ffi::F64> A_b, ffi::Buffer<ffi::F64> c_b,
 
 }  // namespace
 
+// One problem's buffers (A, c, mu, lam0 -> lam, residual, iterations), and the solver's
+// settings, shared by the one-problem and the batched handler.
+#define BIND_PROBLEM(b)                                                                   \
+  b.Arg<ffi::Buffer<ffi::F64>>()       /* A */                                            \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* c */                                            \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* mu */                                           \
+      .Arg<ffi::Buffer<ffi::F64>>()    /* lam0 */                                         \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* lam */                                          \
+      .Ret<ffi::Buffer<ffi::F64>>()    /* residual */                                     \
+      .Ret<ffi::Buffer<ffi::S32>>()    /* iterations */
+#define BIND_SOLVER(b)                                                                    \
+  b.Attr<int64_t>("solver")                                                               \
+      .Attr<int64_t>("iterations")                                                        \
+      .Attr<double>("rho_scale")                                                          \
+      .Attr<double>("tolerance")                                                          \
+      .Attr<int64_t>("adaptive")                                                          \
+      .Attr<int64_t>("polish")
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdContactSolve, Solve,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // A
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // c
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // mu
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // lam0
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // lam
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // residual
-                                  .Ret<ffi::Buffer<ffi::S32>>()  // iterations
-                                  .Attr<int64_t>("solver")
-                                  .Attr<int64_t>("iterations")
-                                  .Attr<double>("rho_scale")
-                                  .Attr<double>("tolerance")
-                                  .Attr<int64_t>("adaptive")
-                                  .Attr<int64_t>("polish"));
+                              BIND_SOLVER(BIND_PROBLEM(ffi::Ffi::Bind())));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdContactSolveBatch, SolveBatch,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // A
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // c
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // mu
-                                  .Arg<ffi::Buffer<ffi::F64>>()  // lam0
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // lam
-                                  .Ret<ffi::Buffer<ffi::F64>>()  // residual
-                                  .Ret<ffi::Buffer<ffi::S32>>()  // iterations
-                                  .Attr<int64_t>("m")
-                                  .Attr<int64_t>("solver")
-                                  .Attr<int64_t>("iterations")
-                                  .Attr<double>("rho_scale")
-                                  .Attr<double>("tolerance")
-                                  .Attr<int64_t>("adaptive")
-                                  .Attr<int64_t>("polish"));
+                              BIND_SOLVER(BIND_PROBLEM(ffi::Ffi::Bind()).Attr<int64_t>("m")));
