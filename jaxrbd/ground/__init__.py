@@ -274,13 +274,19 @@ def _delassus(L, G, reg):
     return A + jnp.diag(R), Y
 
 
-def _dynamics_terms(k: Kernels, model, q, qd, tau, G, dt, reg):
-    """``(A, W, v)``: the regularised Delassus matrix (`_delassus`), ``W = H^-1 G^T`` and
-    ``v = qd + dt H^-1 (tau - C)``, by XLA (the reference of `ffi_contact.hard_terms`)."""
+def _factored_terms(k: Kernels, model, q, qd, tau, G, dt, reg):
+    """``(L, A, Y, v)`` by XLA: the Cholesky factor of ``H``, the regularised Delassus
+    matrix and ``Y = L^-1 G^T`` (`_delassus`), and ``v = qd + dt H^-1 (tau - C)``."""
     L = _linalg.cholesky(k.mass_matrix(model, q))
     A, Y = _delassus(L, G, reg)
-    W = _linalg.solve_triangular(L, Y, lower=True, trans=True)
-    return A, W, qd + dt * _linalg.cho_solve(L, tau - k.bias_forces(model, q, qd))
+    return L, A, Y, qd + dt * _linalg.cho_solve(L, tau - k.bias_forces(model, q, qd))
+
+
+def _dynamics_terms(k: Kernels, model, q, qd, tau, G, dt, reg):
+    """``(A, W, v)`` of `_factored_terms` with ``W = H^-1 G^T`` (the reference of
+    `ffi_contact.hard_terms`)."""
+    L, A, Y, v = _factored_terms(k, model, q, qd, tau, G, dt, reg)
+    return A, _linalg.solve_triangular(L, Y, lower=True, trans=True), v
 
 
 def _hard_terms(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
@@ -296,11 +302,8 @@ def _hard_terms(model, k: Kernels, q, qd, tau, dt, contacts, terrain, p):
         v_free = v + dt * k.frame_rate(model, qd)
         impulse_velocity = lambda lam: W @ lam
     else:
-        H = k.mass_matrix(model, q)
-        C = k.bias_forces(model, q, qd)
-        L = _linalg.cholesky(H)
-        A, Y = _delassus(L, G, reg)
-        v_free = qd + dt * (_linalg.cho_solve(L, tau - C) + k.frame_rate(model, qd))
+        L, A, Y, v = _factored_terms(k, model, q, qd, tau, G, dt, reg)
+        v_free = v + dt * k.frame_rate(model, qd)
         impulse_velocity = lambda lam: _linalg.solve_triangular(L, Y @ lam, lower=True,
                                                                 trans=True)
     # v_free: the free velocity in coordinates frozen at the start of the step (`advance`)
