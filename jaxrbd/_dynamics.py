@@ -194,8 +194,8 @@ def _fd_jvp(method, primals, tangents):
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
     if ffi.supported(model, q, f_ext):  # one state on the native kernels
-        qdd = forward_dynamics_ad(model, q, qd, tau, f_ext, method)
-        return qdd, _kr.fd_tangent(model, q, qd, qdd, _model_arrays(model, dmodel),
+        qdd, aux = _kr.fd_primal(model, q, qd, tau)
+        return qdd, _kr.fd_tangent(model, q, qd, qdd, aux, _model_arrays(model, dmodel),
                                    _array(dq, q), _array(dqd, qd), _array(dtau, tau))
     rhs = [None if _zero(dtau) else dtau,
            None if f_ext is None or _zero(df) else -_fext_tau(model, q, df)]

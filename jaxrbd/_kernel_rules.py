@@ -14,8 +14,10 @@ are native:
   joint transforms, tree placements and welded bodies' inertias to the model's leaves
   and ``q``, all in C++;
 * the transpose of ``dFD`` is one kernel (``ffi.fd_vjp``): ``u = H^-1 lam`` (``H`` is
-  symmetric; the ABA kernel at rest without gravity, ``qd = 0``, ``g = 0``, solves
-  ``H x = b``), then the same sweep for ``-u``, with ``u`` the cotangent of ``tau``.
+  symmetric; ABA's last two passes at rest without gravity, ``qd = 0``, ``g = 0``, solve
+  ``H x = b`` with the factors of ``H`` the primal ABA kept), then the same sweep for
+  ``-u`` from the primal's passes, with ``u`` the cotangent of ``tau``. The primal
+  (`fd_primal`) is the ABA kernel that also returns those residuals (``ffi.aba_aux``).
 
 Both kernels also write the zero cotangents of the model's leaves the dynamics do not
 read (limits, damping, ...), so `jax.grad` of a loss through one state's forward
@@ -30,13 +32,14 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.custom_batching import custom_vmap
 
-from ._aba import minv_times_batched
+from ._aba import aba_batched, minv_times_batched
 from ._core import ffi
 from ._core.native_linear import LinearMap, apply, pair
 from ._rnea import rnea_single
 
-__all__ = ["fd_tangent", "id_tangent"]
+__all__ = ["fd_primal", "fd_tangent", "id_tangent"]
 
 
 def _READ(m):
@@ -72,6 +75,46 @@ def _native_cotangents(vjp, treedef, model, q, qd, qdd, lam):
     return tuple(cts) + tuple(out[6:9])
 
 
+def _fd_reference(model, q, qd, tau):
+    return aba_batched(model, q[:, None], qd[:, None], tau[:, None], None)[:, 0]
+
+
+@custom_vmap
+def _fd_aux(model, q, qd, tau):
+    return ffi.aba_aux(model, q, qd, tau)
+
+
+@_fd_aux.def_vmap
+def _fd_aux_batch(axis_size, in_batched, model, q, qd, tau):
+    if any(jax.tree_util.tree_leaves(in_batched[0])):  # a batch of models: one by one
+        axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched[0]),) + tuple(
+            0 if b else None for b in in_batched[1:])
+        out = jax.vmap(ffi.aba_aux, in_axes=axes)(model, q, qd, tau)
+    else:  # a batch of states of one model: one call, the C++ loops over it
+        states = tuple(x if b else jnp.broadcast_to(x, (axis_size,) + x.shape)
+                       for x, b in zip((q, qd, tau), in_batched[1:]))
+        out = ffi.aba_aux(model, *states, batch=True)
+    return out, (True, True)
+
+
+@jax.custom_jvp
+def fd_primal(model, q, qd, tau):
+    """One state's forward dynamics on the native kernel (`ffi.supported` holds) and the
+    residuals its native reverse sweep reads: ``(qdd (nv,), aux)`` (`ffi.aba_aux`).
+
+    ``aux`` enters only that sweep, whose reference and derivatives read ``(model, q,
+    qd, qdd)``, so its tangent is zero; ``qdd``'s is the XLA program's."""
+    return _fd_aux(model, q, qd, tau)
+
+
+@fd_primal.defjvp
+def _fd_primal_jvp(primals, tangents):
+    # the primal is the kernel's at every order: the native sweep reads its aux
+    qdd, aux = fd_primal(*primals)
+    dqdd = jax.jvp(_fd_reference, primals, tangents)[1]
+    return (qdd, aux), (dqdd, jnp.zeros_like(aux))
+
+
 @functools.cache
 def _maps(treedef):
     """The linear maps of one model structure: ``(dID, dFD)``."""
@@ -103,24 +146,27 @@ def _maps(treedef):
                          shapes=lambda res, lin: res))
 
     # dFD: (model leaves, dq, dqd, dtau) -> dqdd = H^-1 (dtau - dID), at (model, q, qd,
-    # qdd) with qdd the solution; reverse mode runs its transpose as one native kernel
+    # qdd, aux) with qdd the solution and aux the primal kernel's residuals, which only
+    # the native transpose reads; reverse mode runs that transpose as one native kernel
     def fd_reference(res, lin):
+        res = res[:-1]
         model, (q, qd, qdd) = split(res)
         dq, dqd, dtau = lin[n:]
         did = id_reference(res, lin[:n] + (dq, dqd, jnp.zeros_like(qdd)))[0]
         return (minv_times_batched(model, q[:, None], (dtau - did)[:, None])[:, 0],)
 
     def fd_t_reference(res, cts):
-        at = tuple(jnp.zeros_like(r) for r in res)
+        at = tuple(jnp.zeros_like(r) for r in res[:-1])
         return jax.vjp(lambda *lin: fd_reference(res, lin), *at)[1](cts)
 
     def fd_t_native(res, cts):
-        model, (q, qd, qdd) = split(res)
-        return _native_cotangents(ffi.fd_vjp, treedef, model, q, qd, qdd, cts[0])
+        model, (q, qd, qdd, aux) = split(res)
+        vjp = functools.partial(ffi.fd_vjp, aux=aux)
+        return _native_cotangents(vjp, treedef, model, q, qd, qdd, cts[0])
 
-    dfd = pair(LinearMap(fd_reference, name="dFD", shapes=lambda res, lin: (res[-1],)),
+    dfd = pair(LinearMap(fd_reference, name="dFD", shapes=lambda res, lin: (res[-2],)),
                LinearMap(fd_t_reference, fd_t_native, name="dFD^T",
-                         shapes=lambda res, lin: res))
+                         shapes=lambda res, lin: res[:-1]))
     return did, dfd
 
 
@@ -133,10 +179,11 @@ def id_tangent(model, q, qd, qdd, dmodel, dq, dqd, dqdd):
                  tuple(jax.tree_util.tree_leaves(dmodel)) + (dq, dqd, dqdd))[0]
 
 
-def fd_tangent(model, q, qd, qdd, dmodel, dq, dqd, dtau):
-    """``dqdd = H^-1 (dtau - d ID)`` at the solved ``qdd`` (`id_tangent`), whose
-    transpose is one native kernel (``H^-1``, then the RNEA sweep)."""
+def fd_tangent(model, q, qd, qdd, aux, dmodel, dq, dqd, dtau):
+    """``dqdd = H^-1 (dtau - d ID)`` at the solved ``qdd`` with the primal's residuals
+    ``aux`` (`fd_primal`; `id_tangent`), whose transpose is one native kernel
+    (``H^-1``, then the RNEA sweep)."""
     leaves, treedef = jax.tree_util.tree_flatten(model)
     _, dfd = _maps(treedef)
-    return apply(dfd, tuple(leaves) + (q, qd, qdd),
+    return apply(dfd, tuple(leaves) + (q, qd, qdd, aux),
                  tuple(jax.tree_util.tree_leaves(dmodel)) + (dq, dqd, dtau))[0]

@@ -186,6 +186,13 @@ def test_forward_mode_batches_and_second_derivatives_of_the_kernel_rules():
     one = jax.jit(jax.grad(_loss_fd, argnums=1))
     for i in range(2):
         assert_allclose(g[i], one(mk, Q[i], qd, tau), rtol=1e-10, atol=1e-10)
+    # a vmap over models (stacked leaves): the primal kernel and its residuals one by one
+    heavier = eqx.tree_at(lambda m: m.inertia, mk, mk.inertia * 1.5)
+    stacked = jaxrbd.batched.stack_models([mk, heavier])
+    g = jax.jit(jax.vmap(jax.grad(_loss_fd, argnums=1), in_axes=(0, None, None, None)))(
+        stacked, q, qd, tau)
+    for i, m in enumerate((mk, heavier)):
+        assert_allclose(g[i], one(m, q, qd, tau), rtol=1e-10, atol=1e-10)
 
 
 def test_rollout_steps_run_the_kernel():

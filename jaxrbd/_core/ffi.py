@@ -51,7 +51,7 @@ from ..joints import JOINT_KINDS
 from .backend import on_cpu
 from .topology import topology
 
-__all__ = ["NODE_KINDS", "KernelBuildError", "aba", "build", "crba", "fd_derivatives",
+__all__ = ["AUX", "NODE_KINDS", "KernelBuildError", "aba", "aba_aux", "build", "crba", "fd_derivatives",
            "fd_vjp", "id_derivatives", "library", "node_tables", "rnea", "rnea_vjp",
            "supported"]
 
@@ -62,8 +62,13 @@ SOURCE = pathlib.Path(__file__).with_name("ffi_kernels.cc")
 NODE_KINDS = {"world": 0, "screw": 1, "free": 2, "spherical": 3, "inner": 4,
               "translation_xyz": 5}
 
+#: doubles per node of forward dynamics' residuals for its reverse sweep (`aba_aux`;
+#: ``kAux`` in ``ffi_kernels.cc``: Xup's rotation and translation, v, vJc, a, U, D)
+AUX = 12 + 6 + 6 + 6 + 6 + 1
+
 #: the XLA FFI targets of ``ffi_kernels.cc``: (registered name, exported symbol)
-TARGETS = (("jaxrbd_aba", "JaxrbdAba"), ("jaxrbd_rnea", "JaxrbdRnea"),
+TARGETS = (("jaxrbd_aba", "JaxrbdAba"), ("jaxrbd_aba_aux", "JaxrbdAbaAux"),
+           ("jaxrbd_rnea", "JaxrbdRnea"),
            ("jaxrbd_crba", "JaxrbdCrba"), ("jaxrbd_rnea_vjp", "JaxrbdRneaVjp"),
            ("jaxrbd_fd_vjp", "JaxrbdFdVjp"),
            ("jaxrbd_fd_derivatives", "JaxrbdFdDerivatives"),
@@ -219,6 +224,17 @@ def aba(model, q, qd, tau, f_ext=None, *, batch=False):
     return _call("jaxrbd_aba", q.shape[:-1] + (model.nv,), q.dtype)(*_buffers(model), q, qd, tau)
 
 
+def aba_aux(model, q, qd, tau, *, batch=False):
+    """`aba` and the residuals its reverse sweep reads (`fd_vjp`): ``(qdd (nv,), aux
+    (AUX * (nv + 1),))`` (each with a leading batch axis with ``batch=True``); `supported`
+    must hold."""
+    b, nn = q.shape[:-1], model.nv + 1
+    call = jax.ffi.ffi_call("jaxrbd_aba_aux", [jax.ShapeDtypeStruct(b + (model.nv,), q.dtype),
+                                               jax.ShapeDtypeStruct(b + (AUX * nn,), q.dtype)],
+                            vmap_method="sequential")
+    return tuple(call(*_buffers(model), q, qd, tau))
+
+
 def rnea(model, q, qd, qdd, f_ext=None, *, batch=False):
     """Inverse dynamics of one state by the native kernel: ``q (nq,)``, ``qd, qdd (nv,)`` ->
     ``tau (nv,)`` (batches as `aba`); ``None`` where it does not apply (`supported`)."""
@@ -246,22 +262,23 @@ def rnea_vjp(model, q, qd, qdd, lam, zeros=()):
     return _vjp("jaxrbd_rnea_vjp", model, q, qd, qdd, lam, zeros)
 
 
-def fd_vjp(model, q, qd, qdd, lam, zeros=()):
-    """The reverse sweep of forward dynamics at one state, whose solution is ``qdd``, for
-    the cotangent ``lam (nv,)`` of ``qdd``, by one native kernel (`supported` must
-    hold): ``u = H^-1 lam``, then `rnea_vjp`'s sweep for ``-u``. Returns `rnea_vjp`'s
+def fd_vjp(model, q, qd, qdd, lam, zeros=(), *, aux):
+    """The reverse sweep of forward dynamics at one state, whose solution is ``qdd`` with
+    the residuals ``aux`` (`aba_aux`), for the cotangent ``lam (nv,)`` of ``qdd``, by one
+    native kernel (`supported` must hold): ``u = H^-1 lam`` from the primal's factors of
+    ``H``, then `rnea_vjp`'s sweep for ``-u`` from its passes. Returns `rnea_vjp`'s
     outputs with the cotangent of ``tau`` (``u``) in place of ``qdd``'s."""
-    return _vjp("jaxrbd_fd_vjp", model, q, qd, qdd, lam, zeros)
+    return _vjp("jaxrbd_fd_vjp", model, q, qd, qdd, lam, zeros, aux)
 
 
-def _vjp(name, model, q, qd, qdd, lam, zeros):
+def _vjp(name, model, q, qd, qdd, lam, zeros, *extra):
     f = q.dtype
     shapes = [model.Xtree_E.shape, model.Xtree_r.shape, model.inertia.shape, model.axes.shape,
               model.armature.shape, model.gravity.shape, q.shape, qd.shape, qdd.shape,
               *zeros]
     call = jax.ffi.ffi_call(name, [jax.ShapeDtypeStruct(s, f) for s in shapes],
                             vmap_method="sequential")
-    return tuple(call(*_buffers(model), q, qd, qdd, lam))
+    return tuple(call(*_buffers(model), q, qd, qdd, lam, *extra))
 
 
 @functools.cache

@@ -369,9 +369,14 @@ void velocities(const Tree& t, const double* q, const double* qd, std::vector<Xf
   }
 }
 
-// Forward dynamics, Featherstone (2008) Table 7.1, with the armature on D.
+// What forward dynamics' reverse sweep (FdVjp) reads of the primal ABA, per node:
+// Xup (E row-major, then r), v, vJc, a, U, D: kAux doubles per node, in blocks of nodes.
+constexpr int kAux = 12 + 6 + 6 + 6 + 6 + 1;
+
+// Forward dynamics, Featherstone (2008) Table 7.1, with the armature on D; with aux, the
+// residuals of the reverse sweep (kAux, nn of each) go there too.
 void aba_one(const Tree& t, const double* arm, const double* g, const double* q,
-             const double* qd, const double* tau, double* qdd) {
+             const double* qd, const double* tau, double* qdd, double* aux = nullptr) {
   const int nn = t.nn;
   std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
   Mat6* IA = t.I;  // articulated inertias start as the rigid ones
@@ -427,6 +432,34 @@ void aba_one(const Tree& t, const double* arm, const double* g, const double* q,
     qdd[k - 1] = x;
     for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * x;
   }
+  if (aux == nullptr) return;
+  double* X = aux;
+  for (int k = 0; k < nn; ++k) {
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) X[12 * k + 3 * i + j] = Xup[k].E[i][j];
+    for (int i = 0; i < 3; ++i) X[12 * k + 9 + i] = Xup[k].r[i];
+  }
+  double* rest = aux + 12 * nn;
+  std::copy(v.begin(), v.end(), rest);
+  std::copy(vJc.begin(), vJc.end(), rest + 6 * nn);
+  std::copy(a.begin(), a.end(), rest + 12 * nn);
+  std::copy(U.begin(), U.end(), rest + 18 * nn);
+  std::copy(D.begin(), D.end(), rest + 24 * nn);
+}
+
+// The primal of forward dynamics' reverse mode: Aba, and the sweep's residuals (aux).
+ffi::Error AbaAux(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+                  ffi::Buffer<ffi::F64> tau_b, ffi::ResultBuffer<ffi::F64> qdd_b,
+                  ffi::ResultBuffer<ffi::F64> aux_b) {
+  Tree t = MODEL_TREE;
+  const int64_t B = batch_of(q_b), nq = q_b.element_count() / B, nv = t.nn - 1;
+  for (int64_t s = 0; s < B; ++s) {
+    if (s) reset_inertias(t);
+    aba_one(t, t.arm, t.g, q_b.typed_data() + s * nq,
+            qd_b.typed_data() + s * nv, tau_b.typed_data() + s * nv,
+            qdd_b->typed_data() + s * nv, aux_b->typed_data() + s * kAux * t.nn);
+  }
+  return ffi::Error::Success();
 }
 
 ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
@@ -442,20 +475,13 @@ ffi::Error Aba(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b
   return ffi::Error::Success();
 }
 
-// RNEA's passes (Featherstone 2008, Table 5.1): Xup, v, vJc, a and the subtree forces f
-// (each node's own force plus its children's, in its frame).
-void rnea_passes(const Tree& t, const double* q, const double* qd, const double* qdd,
-                 const double* g, std::vector<Xf>& Xup, std::vector<double>& v,
-                 std::vector<double>& vJc, std::vector<double>& a, std::vector<double>& f) {
+// The subtree forces of RNEA's inward pass: each node's own force I a + v x* I v plus its
+// children's, in its frame.
+void subtree_forces(const Tree& t, const std::vector<Xf>& Xup, const std::vector<double>& v,
+                    const std::vector<double>& a, std::vector<double>& f) {
   const int nn = t.nn;
-  velocities(t, q, qd, Xup, v, vJc);
-  a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
   for (int k = 1; k < nn; ++k) {
-    const double* S = t.axes + 6 * (k - 1);
-    double ap[6], c[6], Iv[6], Ia[6], vIv[6];
-    apply(Xup[k], &a[6 * t.parent[k]], ap);
-    cross_motion(&v[6 * k], &vJc[6 * k], c);
-    for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * qdd[k - 1] + c[i];
+    double Iv[6], Ia[6], vIv[6];
     inertia_times(t.Ik + 10 * k, &a[6 * k], Ia);
     inertia_times(t.Ik + 10 * k, &v[6 * k], Iv);
     cross_force(&v[6 * k], Iv, vIv);
@@ -467,6 +493,24 @@ void rnea_passes(const Tree& t, const double* q, const double* qd, const double*
     apply_T(Xup[k], &f[6 * k], fp);
     for (int i = 0; i < 6; ++i) f[6 * t.parent[k] + i] += fp[i];
   }
+}
+
+// RNEA's passes (Featherstone 2008, Table 5.1): Xup, v, vJc, a and the subtree forces f
+// (each node's own force plus its children's, in its frame).
+void rnea_passes(const Tree& t, const double* q, const double* qd, const double* qdd,
+                 const double* g, std::vector<Xf>& Xup, std::vector<double>& v,
+                 std::vector<double>& vJc, std::vector<double>& a, std::vector<double>& f) {
+  const int nn = t.nn;
+  velocities(t, q, qd, Xup, v, vJc);
+  a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
+  for (int k = 1; k < nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
+    double ap[6], c[6];
+    apply(Xup[k], &a[6 * t.parent[k]], ap);
+    cross_motion(&v[6 * k], &vJc[6 * k], c);
+    for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * qdd[k - 1] + c[i];
+  }
+  subtree_forces(t, Xup, v, a, f);
 }
 
 // Inverse dynamics, Featherstone (2008) Table 5.1, with the armature's torque arm qdd.
@@ -813,62 +857,58 @@ void node_inertias_adjoint(const Tree& t, const int32_t* bn, const int32_t* fx, 
   }
 }
 
+// The cotangent outputs of the reverse sweeps (the order of BIND_VJP's results).
+struct VjpOut {
+  double *XEb, *Xrb, *inb, *axb, *armb, *gb, *qb, *qdb, *qddb;
+};
+
+#define VJP_RETS                                                                          \
+  ffi::ResultBuffer<ffi::F64> XEb_b, ffi::ResultBuffer<ffi::F64> Xrb_b,                   \
+      ffi::ResultBuffer<ffi::F64> inertiab_b, ffi::ResultBuffer<ffi::F64> axesb_b,        \
+      ffi::ResultBuffer<ffi::F64> armb_b, ffi::ResultBuffer<ffi::F64> gb_b,               \
+      ffi::ResultBuffer<ffi::F64> qb_b, ffi::ResultBuffer<ffi::F64> qdb_b,                \
+      ffi::ResultBuffer<ffi::F64> qddb_b, ffi::RemainingRets zeros
+#define VJP_OUT                                                                           \
+  VjpOut{XEb_b->typed_data(), Xrb_b->typed_data(), inertiab_b->typed_data(),             \
+         axesb_b->typed_data(), armb_b->typed_data(), gb_b->typed_data(),                 \
+         qb_b->typed_data(),  qdb_b->typed_data(),  qddb_b->typed_data()}
+
+// Zero the remaining results (the cotangents of the leaves the dynamics do not read).
+ffi::Error zero_all(ffi::RemainingRets& zeros) {
+  for (size_t i = 0; i < zeros.size(); ++i) {
+    auto z = zeros.get<ffi::AnyBuffer>(i);
+    if (z.has_error()) return z.error();
+    std::memset((*z)->untyped_data(), 0, (*z)->size_bytes());
+  }
+  return ffi::Error::Success();
+}
+
 // The vector-Jacobian product of inverse dynamics: for the cotangent lam of tau, the
 // cotangents of qd, qdd and of the per-node quantities the recursion reads: Xup = X(E, r)
 // (E (nn, 3, 3), r (nn, 3)), S (nn, 6), the node inertias (nn, 10, compact), gravity and
 // the armature. jaxrbd._core.ffi takes them on to the model's leaves and q through the
 // per-node maps (jaxrbd._core.nodes.Xup_and_S, jcalc.node_inertias). The reverse sweep of
-// Rnea's two passes, Griewank & Walther (2008) in Featherstone's notation.
-//
-// Solve (forward dynamics' reverse sweep): lam is the cotangent of the solved qdd. Its
-// tangent is dqdd = H^-1 (dtau - dID), so the kernel first solves u = H^-1 lam (ABA at
-// rest without gravity), runs the sweep on -u, and returns u, the cotangent of tau, in
-// place of qdd's. The remaining results (the cotangents of the model's leaves that the
-// dynamics do not read) are zeroed here rather than by kernels of their own.
-template <bool Solve>
-ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
-                   ffi::Buffer<ffi::F64> qdd_b, ffi::Buffer<ffi::F64> lam_b,
-                   ffi::ResultBuffer<ffi::F64> XEb_b, ffi::ResultBuffer<ffi::F64> Xrb_b,
-                   ffi::ResultBuffer<ffi::F64> inertiab_b, ffi::ResultBuffer<ffi::F64> axesb_b,
-                   ffi::ResultBuffer<ffi::F64> armb_b, ffi::ResultBuffer<ffi::F64> gb_b,
-                   ffi::ResultBuffer<ffi::F64> qb_b, ffi::ResultBuffer<ffi::F64> qdb_b,
-                   ffi::ResultBuffer<ffi::F64> qddb_b, ffi::RemainingRets zeros) {
-  Tree t = Solve ? MODEL_TREE : MODEL_TREE_COMPACT;
+// Rnea's two passes, Griewank & Walther (2008) in Featherstone's notation, given the primal
+// passes' Xup, v, vJc, a and subtree forces F (rnea_passes); nq coordinates.
+void rnea_sweep(const Tree& t, const double* q, int64_t nq, const double* qd,
+                const double* qdd, const double* lam, const std::vector<Xf>& Xup,
+                const std::vector<double>& v, const std::vector<double>& vJc,
+                const std::vector<double>& a, const std::vector<double>& F, VjpOut o) {
   const int nn = t.nn;
-  const double* qd = qd_b.typed_data();
-  const double* qdd = qdd_b.typed_data();
-  const double* lam = lam_b.typed_data();
   const double* arm = t.arm;
-  const double* g = t.g;
-  double* u = scratch<24>(nn - 1, 0.0).data();
-  if (Solve) {  // before the sweep takes its scratch buffers, which ABA shares
-    const double* rest = scratch<25>(nn + 2, 0.0).data();  // qd = 0, g = 0
-    aba_one(t, arm, rest, q_b.typed_data(), rest, lam, u);
-    reset_inertias(t);
-    double* minus_u = scratch<26>(nn - 1, 0.0).data();
-    for (int i = 0; i < nn - 1; ++i) minus_u[i] = -u[i];
-    lam = minus_u;
-  }
-  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
-  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
-  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
-  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
-  std::vector<double>& F = scratch<6>(6 * nn, 0.0);
   std::vector<double>& Fb = scratch<5>(6 * nn, 0.0);
   std::vector<double>& ab = scratch<7>(6 * nn, 0.0);
   std::vector<double>& vb = scratch<8>(6 * nn, 0.0);
   std::vector<double>& wb = scratch<9>(6 * nn, 0.0);
-  double* qdb = qdb_b->typed_data();
-  double* qddb = qddb_b->typed_data();
-  double* gb = gb_b->typed_data();
-  double* armb = armb_b->typed_data();
+  double* qdb = o.qdb;
+  double* qddb = o.qddb;
+  double* gb = o.gb;
+  double* armb = o.armb;
   // the cotangents of what the recursion reads per node: Xup = X(E, r), S, inertia
   double* Eb = scratch<11>(9 * nn, 0.0).data();
   double* rb = scratch<12>(3 * nn, 0.0).data();
   double* Sb = scratch<13>(6 * nn, 0.0).data();
   double* Ib = scratch<14>(10 * nn, 0.0).data();
-  // the primal passes, keeping a, v and the subtree forces F
-  rnea_passes(t, q_b.typed_data(), qd, qdd, g, Xup, v, vJc, a, F);
   // adjoint of the force pass, root to leaves: Fb_k = S_k lam_k + Xup_k Fb_p, and of
   // f_k = I_k a_k + v_k x* (I_k v_k) at every node
   for (int k = 1; k < nn; ++k) {
@@ -955,30 +995,98 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
   gb[0] = -ab[3]; gb[1] = -ab[4]; gb[2] = -ab[5];
   // on to the model's leaves and q (the per-node maps of Xup_and_S and node_inertias)
   const int nb = t.nb;
-  double* XEb = XEb_b->typed_data();
-  double* Xrb = Xrb_b->typed_data();
-  double* inb = inertiab_b->typed_data();
-  double* axb = axesb_b->typed_data();
-  double* qb = qb_b->typed_data();
-  for (int i = 0; i < 9 * nb; ++i) XEb[i] = 0;
-  for (int i = 0; i < 3 * nb; ++i) Xrb[i] = 0;
-  for (int i = 0; i < 10 * nb; ++i) inb[i] = 0;
-  for (int i = 0; i < 6 * (nn - 1); ++i) axb[i] = 0;
-  for (int i = 0; i < static_cast<int>(q_b.element_count()); ++i) qb[i] = 0;
+  std::fill(o.XEb, o.XEb + 9 * nb, 0.0);
+  std::fill(o.Xrb, o.Xrb + 3 * nb, 0.0);
+  std::fill(o.inb, o.inb + 10 * nb, 0.0);
+  std::fill(o.axb, o.axb + 6 * (nn - 1), 0.0);
+  std::fill(o.qb, o.qb + nq, 0.0);
   for (int k = 1; k < nn; ++k)
-    joint_transform_adjoint(t, k, q_b.typed_data(), &Eb[9 * k], &rb[3 * k], &Sb[6 * k], XEb,
-                            Xrb, &axb[6 * (k - 1)], qb);
-  node_inertias_adjoint(t, t.body_node, t.fixed, nb, t.inertia, Ib, XEb, Xrb, inb);
-  if (Solve)
-    for (int i = 0; i < nn - 1; ++i) qddb[i] = u[i];
-  for (size_t i = 0; i < zeros.size(); ++i) {
-    auto z = zeros.get<ffi::AnyBuffer>(i);
-    if (z.has_error()) return z.error();
-    std::memset((*z)->untyped_data(), 0, (*z)->size_bytes());
-  }
-  return ffi::Error::Success();
+    joint_transform_adjoint(t, k, q, &Eb[9 * k], &rb[3 * k], &Sb[6 * k], o.XEb, o.Xrb,
+                            &o.axb[6 * (k - 1)], o.qb);
+  node_inertias_adjoint(t, t.body_node, t.fixed, nb, t.inertia, Ib, o.XEb, o.Xrb, o.inb);
 }
 
+ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+                   ffi::Buffer<ffi::F64> qdd_b, ffi::Buffer<ffi::F64> lam_b, VJP_RETS) {
+  Tree t = MODEL_TREE_COMPACT;
+  const int nn = t.nn;
+  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
+  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
+  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
+  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
+  std::vector<double>& F = scratch<6>(6 * nn, 0.0);
+  rnea_passes(t, q_b.typed_data(), qd_b.typed_data(), qdd_b.typed_data(), t.g, Xup, v, vJc,
+              a, F);
+  rnea_sweep(t, q_b.typed_data(), q_b.element_count(), qd_b.typed_data(), qdd_b.typed_data(),
+             lam_b.typed_data(), Xup, v, vJc, a, F, VJP_OUT);
+  return zero_all(zeros);
+}
+
+// Forward dynamics' reverse sweep: lam is the cotangent of the solved qdd, whose tangent
+// is dqdd = H^-1 (dtau - dID). The primal ABA's residuals (aux: AbaAux) give Xup, v, vJc,
+// a and the factors U, D of H (Featherstone 2008, Table 7.1), so u = H^-1 lam is ABA's
+// last two passes at rest (qd = 0, g = 0: no bias forces) without its articulated
+// inertias, and the sweep runs on -u without RNEA's passes; u, the cotangent of tau,
+// goes out in place of qdd's.
+ffi::Error FdVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
+                 ffi::Buffer<ffi::F64> qdd_b, ffi::Buffer<ffi::F64> lam_b,
+                 ffi::Buffer<ffi::F64> aux_b, VJP_RETS) {
+  Tree t = MODEL_TREE_COMPACT;
+  const int nn = t.nn;
+  const double* aux = aux_b.typed_data();
+  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
+  for (int k = 1; k < nn; ++k) {
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) Xup[k].E[i][j] = aux[12 * k + 3 * i + j];
+    for (int i = 0; i < 3; ++i) Xup[k].r[i] = aux[12 * k + 9 + i];
+    Xup[k].identity = t.kind[k] == kInner && t.first_body[k] < 0;
+  }
+  const double* rest = aux + 12 * nn;
+  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
+  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
+  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
+  std::copy(rest, rest + 6 * nn, v.begin());
+  std::copy(rest + 6 * nn, rest + 12 * nn, vJc.begin());
+  std::copy(rest + 12 * nn, rest + 18 * nn, a.begin());
+  const double* U = rest + 18 * nn;
+  const double* D = rest + 24 * nn;
+  const double* lam = lam_b.typed_data();
+  // u = H^-1 lam: the inward pass of the bias forces pA, then the outward one
+  double* u = scratch<24>(nn, 0.0).data();
+  double* pA = scratch<25>(6 * nn, 0.0).data();
+  for (int k = nn - 1; k >= 1; --k) {
+    const double* S = t.axes + 6 * (k - 1);
+    double sp = 0;
+    for (int i = 0; i < 6; ++i) sp += S[i] * pA[6 * k + i];
+    u[k] = lam[k - 1] - sp;
+    const int p = t.parent[k];
+    if (p == 0) continue;
+    double pa[6], f[6];
+    for (int i = 0; i < 6; ++i) pa[i] = pA[6 * k + i] + U[6 * k + i] * u[k] / D[k];
+    apply_T(Xup[k], pa, f);
+    for (int i = 0; i < 6; ++i) pA[6 * p + i] += f[i];
+  }
+  double* acc = scratch<26>(6 * nn, 0.0).data();  // the world at rest: a_0 = 0
+  double* minus_u = scratch<27>(nn - 1, 0.0).data();
+  double* udd = scratch<28>(nn - 1, 0.0).data();
+  for (int k = 1; k < nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
+    double ap[6], Ua = 0;
+    apply(Xup[k], &acc[6 * t.parent[k]], ap);
+    for (int i = 0; i < 6; ++i) Ua += U[6 * k + i] * ap[i];
+    const double x = (u[k] - Ua) / D[k];
+    udd[k - 1] = x;
+    minus_u[k - 1] = -x;
+    for (int i = 0; i < 6; ++i) acc[6 * k + i] = ap[i] + S[i] * x;
+  }
+  std::vector<double>& F = scratch<6>(6 * nn, 0.0);
+  subtree_forces(t, Xup, v, a, F);
+  rnea_sweep(t, q_b.typed_data(), q_b.element_count(), qd_b.typed_data(), qdd_b.typed_data(),
+             minus_u, Xup, v, vJc, a, F, VJP_OUT);
+  // the sweep wrote qdd's cotangent; forward dynamics returns tau's, u, there instead
+  std::copy(udd, udd + nn - 1, qddb_b->typed_data());
+  return zero_all(zeros);
+}
 
 // X^-1 m = [E^T w; E^T v + r x E^T w]: a node-frame motion vector in world coordinates.
 void apply_inv(const Xf& X, const double* m, double* o) {
@@ -1308,6 +1416,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdAba, Aba,
                                   .Arg<ffi::Buffer<ffi::F64>>()  // tau
                                   .Ret<ffi::Buffer<ffi::F64>>());
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdAbaAux, AbaAux,
+                              BIND_MODEL(ffi::Ffi::Bind())
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // q
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // qd
+                                  .Arg<ffi::Buffer<ffi::F64>>()  // tau
+                                  .Ret<ffi::Buffer<ffi::F64>>()  // qdd
+                                  .Ret<ffi::Buffer<ffi::F64>>());  // aux
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRnea, Rnea,
                               BIND_MODEL(ffi::Ffi::Bind())
                                   .Arg<ffi::Buffer<ffi::F64>>()  // q
@@ -1320,12 +1436,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdCrba, Crba,
                                   .Arg<ffi::Buffer<ffi::F64>>()  // q
                                   .Ret<ffi::Buffer<ffi::F64>>());
 
-#define BIND_VJP(b)                                                                       \
+// extra: the arguments after lam (FdVjp's aux)
+#define BIND_VJP(b, extra)                                                                \
   BIND_MODEL(b)                                                                           \
       .Arg<ffi::Buffer<ffi::F64>>()    /* q */                                            \
       .Arg<ffi::Buffer<ffi::F64>>()    /* qd */                                           \
       .Arg<ffi::Buffer<ffi::F64>>()    /* qdd */                                          \
       .Arg<ffi::Buffer<ffi::F64>>()    /* lam */                                          \
+      extra                                                                               \
       .Ret<ffi::Buffer<ffi::F64>>()    /* Xtree_E */                                      \
       .Ret<ffi::Buffer<ffi::F64>>()    /* Xtree_r */                                      \
       .Ret<ffi::Buffer<ffi::F64>>()    /* inertia */                                      \
@@ -1337,9 +1455,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdCrba, Crba,
       .Ret<ffi::Buffer<ffi::F64>>()    /* qdd | tau */                                    \
       .RemainingRets()                 /* zeros */
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRneaVjp, RneaVjp<false>, BIND_VJP(ffi::Ffi::Bind()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdRneaVjp, RneaVjp, BIND_VJP(ffi::Ffi::Bind(), ));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdFdVjp, RneaVjp<true>, BIND_VJP(ffi::Ffi::Bind()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxrbdFdVjp, FdVjp,
+                              BIND_VJP(ffi::Ffi::Bind(), .Arg<ffi::Buffer<ffi::F64>>() /* aux */));
 
 #define BIND_DERIVATIVES(b)                                                               \
   BIND_MODEL(b)                                                                           \
