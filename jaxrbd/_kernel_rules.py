@@ -22,7 +22,9 @@ are native:
 Both kernels also write the zero cotangents of the model's leaves the dynamics do not
 read (limits, damping, ...), so `jax.grad` of a loss through one state's forward
 dynamics runs two native kernels (FD and its sweep) and a few elementwise ones for the
-loss. Forward mode (`jax.jvp`, `jax.jacfwd`), batches and second derivatives take the
+loss. A `jax.vmap` of the gradient over states of one model (and `jax.jacrev`, a vmap
+over cotangents) runs each sweep once for the batch, its C++ looping over it. Forward
+mode (`jax.jvp`, `jax.jacfwd`), batches of models and second derivatives take the
 reference maps, the XLA programs' derivatives, with the same numbers.
 """
 
@@ -59,10 +61,11 @@ def _leaf_layout(treedef):
     return read, tuple(i for i in range(n) if i not in read)
 
 
-def _native_cotangents(vjp, treedef, model, q, qd, qdd, lam):
+def _native_cotangents(vjp, treedef, model, q, qd, qdd, lam, batch=False):
     """A native sweep's outputs as ``(model leaves..., q, qd, qdd | tau)`` cotangents; the
-    kernel writes the zeros of the leaves the dynamics do not read too."""
-    if not ffi.supported(model, q):
+    kernel writes the zeros of the leaves the dynamics do not read too. With
+    ``batch=True`` the state arguments and every cotangent have a leading batch axis."""
+    if not ffi.supported(model, q, batch=batch):
         return None
     leaves = jax.tree_util.tree_leaves(model)
     read, others = _leaf_layout(treedef)
@@ -71,8 +74,28 @@ def _native_cotangents(vjp, treedef, model, q, qd, qdd, lam):
     cts = [None] * len(leaves)
     for i, ct in zip(read + tuple(native_zeros), out[:6] + out[9:]):
         cts[i] = ct
-    cts = [jnp.zeros_like(x) if ct is None else ct for x, ct in zip(leaves, cts)]
+    b = q.shape[:-1]
+    cts = [jnp.zeros(b + x.shape, x.dtype) if ct is None else ct for x, ct in zip(leaves, cts)]
     return tuple(cts) + tuple(out[6:9])
+
+
+def _native_batch(treedef, sweep):
+    """The batching rule of a native sweep's map (``LinearMap(batched=...)``): a batch of
+    states of one model is one call, ``sweep(model, states, lam)`` with every state
+    argument batched on its first axis, whose kernel loops over it; a batch of models
+    (stacked leaves) returns ``None`` for the reference."""
+    n = treedef.num_leaves
+
+    def batched(args, axes):
+        if any(a is not None for a in axes[:n]):
+            return None
+        size = next(x.shape[a] for x, a in zip(args, axes) if a is not None)
+        states = tuple(jnp.moveaxis(x, a, 0) if a is not None
+                       else jnp.broadcast_to(x, (size,) + x.shape)
+                       for x, a in zip(args[n:], axes[n:]))
+        return sweep(jax.tree_util.tree_unflatten(treedef, args[:n]), states[:-1], states[-1])
+
+    return batched
 
 
 def _fd_reference(model, q, qd, tau):
@@ -139,11 +162,15 @@ def _maps(treedef):
         model, (q, qd, qdd) = split(res)
         return _native_cotangents(ffi.rnea_vjp, treedef, model, q, qd, qdd, cts[0])
 
+    def id_t_batch(model, states, lam):
+        return _native_cotangents(ffi.rnea_vjp, treedef, model, *states, lam, batch=True)
+
     # shapes: each map gives one like qdd; its transpose one like each residual (the
     # model's leaves, q, qd, qdd: exactly the map's linear arguments)
     did = pair(LinearMap(id_reference, name="dID", shapes=lambda res, lin: (res[-1],)),
                LinearMap(id_t_reference, id_t_native, name="dID^T",
-                         shapes=lambda res, lin: res))
+                         shapes=lambda res, lin: res,
+                         batched=_native_batch(treedef, id_t_batch)))
 
     # dFD: (model leaves, dq, dqd, dtau) -> dqdd = H^-1 (dtau - dID), at (model, q, qd,
     # qdd, aux) with qdd the solution and aux the primal kernel's residuals, which only
@@ -164,9 +191,15 @@ def _maps(treedef):
         vjp = functools.partial(ffi.fd_vjp, aux=aux)
         return _native_cotangents(vjp, treedef, model, q, qd, qdd, cts[0])
 
+    def fd_t_batch(model, states, lam):
+        q, qd, qdd, aux = states
+        vjp = functools.partial(ffi.fd_vjp, aux=aux)
+        return _native_cotangents(vjp, treedef, model, q, qd, qdd, lam, batch=True)
+
     dfd = pair(LinearMap(fd_reference, name="dFD", shapes=lambda res, lin: (res[-2],)),
                LinearMap(fd_t_reference, fd_t_native, name="dFD^T",
-                         shapes=lambda res, lin: res[:-1]))
+                         shapes=lambda res, lin: res[:-1],
+                         batched=_native_batch(treedef, fd_t_batch)))
     return did, dfd
 
 

@@ -140,6 +140,19 @@ def test_reverse_mode_runs_the_native_sweeps(case):
     text = vg.lower(mk, *_state(model)).compile().as_text()
     assert text.count("custom_call_target=\"jaxrbd_") == 2
     assert count_kernels(text) <= 10, count_kernels(text)
+    # a vmap of the gradient over states (the model shared, tau too) is one call of each
+    # kernel, whose C++ loops over the batch: per state, the one-state kernels' numbers
+    states = [_state(model, seed) for seed in range(2)]
+    Q, QD = (jnp.stack([s[i] for s in states]) for i in range(2))
+    tau = states[0][2]
+    batched = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1, 2, 3)), in_axes=(None, 0, 0, None)))
+    got = batched(mk, Q, QD, tau)
+    for i in range(2):
+        want = jax.grad(loss, argnums=(0, 1, 2, 3))(mk, Q[i], QD[i], tau)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            assert_allclose(a[i], b, rtol=1e-13, atol=1e-13 * (1.0 + float(jnp.max(jnp.abs(b)))))
+    text = batched.lower(mk, Q, QD, tau).compile().as_text()
+    assert text.count("custom_call_target=\"jaxrbd_") == 2
 
 
 @pytest.mark.parametrize("name", ["forward_dynamics_derivatives", "inverse_dynamics_derivatives"])

@@ -17,11 +17,13 @@ What runs natively, and what does not:
 * `jax.vmap` of each of these over states of one model: one call whose C++ loops over
   the batch (``batch=True``; `jaxrbd._core.native_vmap`'s ``custom_vmap`` rule);
 * reverse-mode derivatives of one state's forward and inverse dynamics: the reverse
-  sweep of RNEA (`rnea_vjp`) and the ABA kernel as ``H^-1`` (`jaxrbd._kernel_rules`);
+  sweep of RNEA (`rnea_vjp`, `fd_vjp` with ``H^-1`` from the primal ABA's factors;
+  `jaxrbd._kernel_rules`), and `jax.vmap` of them over states of one model
+  (`jax.jacrev` too): one call whose C++ loops over the batch;
 * everything else runs the ``"auto"`` program, with the same results: other functions,
-  batches of models (stacked leaves), forward-mode derivatives and batched gradients
-  (`jax.jvp` differentiates the XLA program, `jaxrbd._core.native_vmap`), float32, other
-  devices, Euler and custom joints.
+  batches of models (stacked leaves), forward-mode derivatives (`jax.jvp`
+  differentiates the XLA program, `jaxrbd._core.native_vmap`), float32, other devices,
+  Euler and custom joints.
 
 The C++ source is compiled at first use with the host's C++ compiler (``$CXX``, else
 ``c++``, ``g++`` or ``clang++``) against the FFI headers that ship with jaxlib, for the
@@ -258,7 +260,11 @@ def rnea_vjp(model, q, qd, qdd, lam, zeros=()):
     model's leaves ``(Xtree_E, Xtree_r, inertia, axes, armature, gravity)`` (the others
     do not enter inverse dynamics) and of ``q``, ``qd``, ``qdd``, then one zero array
     for each shape in ``zeros`` (written by the kernel: the cotangents of the leaves
-    the dynamics do not read)."""
+    the dynamics do not read).
+
+    A batch of states of one model (``q (B, nq)``, every state argument with the same
+    leading axis) is one call too: every result then has that leading axis (``zeros``
+    names the shapes without it)."""
     return _vjp("jaxrbd_rnea_vjp", model, q, qd, qdd, lam, zeros)
 
 
@@ -267,16 +273,17 @@ def fd_vjp(model, q, qd, qdd, lam, zeros=(), *, aux):
     the residuals ``aux`` (`aba_aux`), for the cotangent ``lam (nv,)`` of ``qdd``, by one
     native kernel (`supported` must hold): ``u = H^-1 lam`` from the primal's factors of
     ``H``, then `rnea_vjp`'s sweep for ``-u`` from its passes. Returns `rnea_vjp`'s
-    outputs with the cotangent of ``tau`` (``u``) in place of ``qdd``'s."""
+    outputs with the cotangent of ``tau`` (``u``) in place of ``qdd``'s; batches as
+    `rnea_vjp`."""
     return _vjp("jaxrbd_fd_vjp", model, q, qd, qdd, lam, zeros, aux)
 
 
 def _vjp(name, model, q, qd, qdd, lam, zeros, *extra):
-    f = q.dtype
+    f, b = q.dtype, q.shape[:-1]
     shapes = [model.Xtree_E.shape, model.Xtree_r.shape, model.inertia.shape, model.axes.shape,
-              model.armature.shape, model.gravity.shape, q.shape, qd.shape, qdd.shape,
-              *zeros]
-    call = jax.ffi.ffi_call(name, [jax.ShapeDtypeStruct(s, f) for s in shapes],
+              model.armature.shape, model.gravity.shape, q.shape[-1:], qd.shape[-1:],
+              qdd.shape[-1:], *zeros]
+    call = jax.ffi.ffi_call(name, [jax.ShapeDtypeStruct(b + s, f) for s in shapes],
                             vmap_method="sequential")
     return tuple(call(*_buffers(model), q, qd, qdd, lam, *extra))
 

@@ -265,14 +265,12 @@ int64_t batch_of(const ffi::Buffer<ffi::F64>& q) {
 // floats = [Xtree_E (nb x 9), Xtree_r (nb x 3), inertia (nb x 10), axes (nv x 6),
 // armature (nv), gravity (3)], nv = nn - 1. Each operand costs the call a fixed time,
 // so the thirteen arrays travel as two.
-Tree make_tree(ffi::Buffer<ffi::S32> model_i, ffi::Buffer<ffi::F64> model_f, bool six = true) {
+Tree make_tree(const int32_t* mi, const double* mf, bool six = true) {
   Tree t;
-  const int32_t* mi = model_i.typed_data();
   t.nn = mi[0]; t.nb = mi[1];
   const int nn = t.nn, nb = t.nb, nv = nn - 1;
   t.kind = mi + 2; t.parent = t.kind + nn; t.qi = t.parent + nn; t.bias_to = t.qi + nn;
   t.first_body = t.bias_to + nn; t.body_node = t.first_body + nn; t.fixed = t.body_node + nb;
-  const double* mf = model_f.typed_data();
   t.E = mf; t.r = t.E + 9 * nb; t.inertia = t.r + 3 * nb; t.axes = t.inertia + 10 * nb;
   t.arm = t.axes + 6 * nv; t.g = t.arm + nv;
   // each node's rigid-body inertia in compact form (m, h = m c, I about the origin),
@@ -349,9 +347,9 @@ void node_transform(const Tree& t, int k, const double* q, Xf& X) {
 
 // The model's buffers, the same for every kernel (make_tree).
 #define MODEL_ARGS ffi::Buffer<ffi::S32> model_i, ffi::Buffer<ffi::F64> model_f
-#define MODEL_TREE make_tree(model_i, model_f)
+#define MODEL_TREE make_tree(model_i.typed_data(), model_f.typed_data())
 // the same without the 6x6 node inertias, for the kernels that read only the compact rows
-#define MODEL_TREE_COMPACT make_tree(model_i, model_f, false)
+#define MODEL_TREE_COMPACT make_tree(model_i.typed_data(), model_f.typed_data(), false)
 
 // Velocities v, the joint velocities vJc each joint's last node collects, and Xup.
 void velocities(const Tree& t, const double* q, const double* qd, std::vector<Xf>& Xup,
@@ -1006,19 +1004,35 @@ void rnea_sweep(const Tree& t, const double* q, int64_t nq, const double* qd,
   node_inertias_adjoint(t, t.body_node, t.fixed, nb, t.inertia, Ib, o.XEb, o.Xrb, o.inb);
 }
 
+// The results of state s of a batch (BIND_VJP's order; q has nq coordinates).
+VjpOut vjp_out(VjpOut o, const Tree& t, int64_t nq, int64_t s) {
+  const int64_t nb = t.nb, nv = t.nn - 1;
+  return VjpOut{o.XEb + s * 9 * nb, o.Xrb + s * 3 * nb, o.inb + s * 10 * nb,
+                o.axb + s * 6 * nv,  o.armb + s * nv,  o.gb + s * 3,
+                o.qb + s * nq,       o.qdb + s * nv,   o.qddb + s * nv};
+}
+
+// One state, or a batch of B (q (B, nq), every other state buffer and every result with
+// the same leading axis).
 ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd_b,
                    ffi::Buffer<ffi::F64> qdd_b, ffi::Buffer<ffi::F64> lam_b, VJP_RETS) {
   Tree t = MODEL_TREE_COMPACT;
-  const int nn = t.nn;
+  const int nn = t.nn, nv = nn - 1;
+  const int64_t B = batch_of(q_b), nq = q_b.element_count() / B;
   std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
   std::vector<double>& v = scratch<3>(6 * nn, 0.0);
   std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
   std::vector<double>& a = scratch<10>(6 * nn, 0.0);
   std::vector<double>& F = scratch<6>(6 * nn, 0.0);
-  rnea_passes(t, q_b.typed_data(), qd_b.typed_data(), qdd_b.typed_data(), t.g, Xup, v, vJc,
-              a, F);
-  rnea_sweep(t, q_b.typed_data(), q_b.element_count(), qd_b.typed_data(), qdd_b.typed_data(),
-             lam_b.typed_data(), Xup, v, vJc, a, F, VJP_OUT);
+  for (int64_t s = 0; s < B; ++s) {
+    const double* q = q_b.typed_data() + s * nq;
+    const double* qd = qd_b.typed_data() + s * nv;
+    const double* qdd = qdd_b.typed_data() + s * nv;
+    if (s) std::fill(vJc.begin(), vJc.end(), 0.0);  // velocities() adds into it
+    rnea_passes(t, q, qd, qdd, t.g, Xup, v, vJc, a, F);
+    rnea_sweep(t, q, nq, qd, qdd, lam_b.typed_data() + s * nv, Xup, v, vJc, a, F,
+               vjp_out(VJP_OUT, t, nq, s));
+  }
   return zero_all(zeros);
 }
 
@@ -1032,59 +1046,65 @@ ffi::Error FdVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd
                  ffi::Buffer<ffi::F64> qdd_b, ffi::Buffer<ffi::F64> lam_b,
                  ffi::Buffer<ffi::F64> aux_b, VJP_RETS) {
   Tree t = MODEL_TREE_COMPACT;
-  const int nn = t.nn;
-  const double* aux = aux_b.typed_data();
+  const int nn = t.nn, nv = nn - 1;
+  const int64_t B = batch_of(q_b), nq = q_b.element_count() / B;
   std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
-  for (int k = 1; k < nn; ++k) {
-    for (int i = 0; i < 3; ++i)
-      for (int j = 0; j < 3; ++j) Xup[k].E[i][j] = aux[12 * k + 3 * i + j];
-    for (int i = 0; i < 3; ++i) Xup[k].r[i] = aux[12 * k + 9 + i];
-    Xup[k].identity = t.kind[k] == kInner && t.first_body[k] < 0;
-  }
-  const double* rest = aux + 12 * nn;
   std::vector<double>& v = scratch<3>(6 * nn, 0.0);
   std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
   std::vector<double>& a = scratch<10>(6 * nn, 0.0);
-  std::copy(rest, rest + 6 * nn, v.begin());
-  std::copy(rest + 6 * nn, rest + 12 * nn, vJc.begin());
-  std::copy(rest + 12 * nn, rest + 18 * nn, a.begin());
-  const double* U = rest + 18 * nn;
-  const double* D = rest + 24 * nn;
-  const double* lam = lam_b.typed_data();
-  // u = H^-1 lam: the inward pass of the bias forces pA, then the outward one
+  std::vector<double>& F = scratch<6>(6 * nn, 0.0);
   double* u = scratch<24>(nn, 0.0).data();
   double* pA = scratch<25>(6 * nn, 0.0).data();
-  for (int k = nn - 1; k >= 1; --k) {
-    const double* S = t.axes + 6 * (k - 1);
-    double sp = 0;
-    for (int i = 0; i < 6; ++i) sp += S[i] * pA[6 * k + i];
-    u[k] = lam[k - 1] - sp;
-    const int p = t.parent[k];
-    if (p == 0) continue;
-    double pa[6], f[6];
-    for (int i = 0; i < 6; ++i) pa[i] = pA[6 * k + i] + U[6 * k + i] * u[k] / D[k];
-    apply_T(Xup[k], pa, f);
-    for (int i = 0; i < 6; ++i) pA[6 * p + i] += f[i];
-  }
   double* acc = scratch<26>(6 * nn, 0.0).data();  // the world at rest: a_0 = 0
-  double* minus_u = scratch<27>(nn - 1, 0.0).data();
-  double* udd = scratch<28>(nn - 1, 0.0).data();
-  for (int k = 1; k < nn; ++k) {
-    const double* S = t.axes + 6 * (k - 1);
-    double ap[6], Ua = 0;
-    apply(Xup[k], &acc[6 * t.parent[k]], ap);
-    for (int i = 0; i < 6; ++i) Ua += U[6 * k + i] * ap[i];
-    const double x = (u[k] - Ua) / D[k];
-    udd[k - 1] = x;
-    minus_u[k - 1] = -x;
-    for (int i = 0; i < 6; ++i) acc[6 * k + i] = ap[i] + S[i] * x;
+  double* minus_u = scratch<27>(nv, 0.0).data();
+  double* udd = scratch<28>(nv, 0.0).data();
+  for (int64_t s = 0; s < B; ++s) {
+    const double* aux = aux_b.typed_data() + s * kAux * nn;
+    const double* lam = lam_b.typed_data() + s * nv;
+    for (int k = 1; k < nn; ++k) {
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) Xup[k].E[i][j] = aux[12 * k + 3 * i + j];
+      for (int i = 0; i < 3; ++i) Xup[k].r[i] = aux[12 * k + 9 + i];
+      Xup[k].identity = t.kind[k] == kInner && t.first_body[k] < 0;
+    }
+    const double* rest = aux + 12 * nn;
+    std::copy(rest, rest + 6 * nn, v.begin());
+    std::copy(rest + 6 * nn, rest + 12 * nn, vJc.begin());
+    std::copy(rest + 12 * nn, rest + 18 * nn, a.begin());
+    const double* U = rest + 18 * nn;
+    const double* D = rest + 24 * nn;
+    // u = H^-1 lam: the inward pass of the bias forces pA, then the outward one
+    std::fill(pA, pA + 6 * nn, 0.0);
+    for (int k = nn - 1; k >= 1; --k) {
+      const double* S = t.axes + 6 * (k - 1);
+      double sp = 0;
+      for (int i = 0; i < 6; ++i) sp += S[i] * pA[6 * k + i];
+      u[k] = lam[k - 1] - sp;
+      const int p = t.parent[k];
+      if (p == 0) continue;
+      double pa[6], f[6];
+      for (int i = 0; i < 6; ++i) pa[i] = pA[6 * k + i] + U[6 * k + i] * u[k] / D[k];
+      apply_T(Xup[k], pa, f);
+      for (int i = 0; i < 6; ++i) pA[6 * p + i] += f[i];
+    }
+    for (int k = 1; k < nn; ++k) {
+      const double* S = t.axes + 6 * (k - 1);
+      double ap[6], Ua = 0;
+      apply(Xup[k], &acc[6 * t.parent[k]], ap);
+      for (int i = 0; i < 6; ++i) Ua += U[6 * k + i] * ap[i];
+      const double x = (u[k] - Ua) / D[k];
+      udd[k - 1] = x;
+      minus_u[k - 1] = -x;
+      for (int i = 0; i < 6; ++i) acc[6 * k + i] = ap[i] + S[i] * x;
+    }
+    subtree_forces(t, Xup, v, a, F);
+    const VjpOut o = vjp_out(VJP_OUT, t, nq, s);
+    const double* q = q_b.typed_data() + s * nq;
+    rnea_sweep(t, q, nq, qd_b.typed_data() + s * nv, qdd_b.typed_data() + s * nv, minus_u,
+               Xup, v, vJc, a, F, o);
+    // the sweep wrote qdd's cotangent; forward dynamics returns tau's, u, there instead
+    std::copy(udd, udd + nv, o.qddb);
   }
-  std::vector<double>& F = scratch<6>(6 * nn, 0.0);
-  subtree_forces(t, Xup, v, a, F);
-  rnea_sweep(t, q_b.typed_data(), q_b.element_count(), qd_b.typed_data(), qdd_b.typed_data(),
-             minus_u, Xup, v, vJc, a, F, VJP_OUT);
-  // the sweep wrote qdd's cotangent; forward dynamics returns tau's, u, there instead
-  std::copy(udd, udd + nn - 1, qddb_b->typed_data());
   return zero_all(zeros);
 }
 

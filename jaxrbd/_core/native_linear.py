@@ -9,8 +9,10 @@ that JAX sees as one primitive, paired with its transpose:
   ``native`` is absent or returns ``None``;
 * transposed by applying the paired map (`pair`), so reverse mode runs that map's
   native kernel;
-* batched (`jax.vmap`, `jax.jacfwd`, `jax.jacrev`) and differentiated in the residuals
-  (second derivatives) through ``reference``, plain JAX code linear in ``lin``.
+* batched (`jax.vmap`, `jax.jacfwd`, `jax.jacrev`) by ``batched(args, dims)`` where
+  given and it returns a result (every output batched on its first axis), else through
+  ``reference``, plain JAX code linear in ``lin``;
+* differentiated in the residuals (second derivatives) through ``reference``.
 
 ``reference`` defines the map; ``native`` must compute the same numbers, and the tests
 hold each native map to its reference.
@@ -34,9 +36,10 @@ class LinearMap:
     by identity (a primitive's parameter): build each map once.
     """
 
-    def __init__(self, reference, native=None, name="linear", shapes=None):
+    def __init__(self, reference, native=None, name="linear", shapes=None, batched=None):
         self.reference = reference
         self.native = native
+        self.batched = batched
         self.name = name
         self.shapes = shapes
         self.transpose = None
@@ -104,6 +107,9 @@ def _transpose(cts, *args, op, nres):
 def _batch(args, dims, *, op, nres):
     mapped = getattr(batching, "not_mapped", None)
     axes = [None if d is None or d is mapped else d for d in dims]
+    out = None if op.batched is None else op.batched(args, axes)
+    if out is not None:
+        return tuple(out), [0] * len(out)
     out = jax.vmap(lambda *a: tuple(op.reference(a[:nres], a[nres:])), in_axes=axes)(*args)
     return out, [0] * len(out)
 
