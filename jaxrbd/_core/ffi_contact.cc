@@ -163,38 +163,54 @@ std::vector<double>& scratch_inverse(int m) {
   return buffer;
 }
 
-// (A + rho I)^-1 by Cholesky (a failed factor leaves NaNs, as LAPACK's under jax)
-void inverse(const Problem& P, double rho, std::vector<double>& Minv, std::vector<double>& L) {
+// (A + rho I)^-1 by Cholesky (a failed factor leaves NaNs, as LAPACK's under jax). Every
+// step runs as row updates y += f x along contiguous rows, which vectorize, rather than
+// as dot products, whose chain of dependent additions does not; each entry still sums
+// its terms in the order of the dot product (k ascending), so the rounding is the same.
+void inverse(const Problem& P, double rho, std::vector<double>& Minv, std::vector<double>& U) {
   const int m = P.m;
+  // U = L^T (row j of U = column j of L), right-looking: after column j is final, its
+  // outer product leaves the trailing rows
   for (int i = 0; i < m; ++i)
-    for (int j = 0; j <= i; ++j) {
-      double s = P.A[i * m + j] + (i == j ? rho : 0.0);
-      for (int k = 0; k < j; ++k) s -= L[i * m + k] * L[j * m + k];
-      L[i * m + j] = i == j ? std::sqrt(s) : s / L[j * m + j];
-    }
-  // L^-1 (lower triangular, forward substitution from its diagonal; stored transposed,
-  // Lt[j][i] = (L^-1)[i][j], so that every inner loop runs along rows), then the lower
-  // half of L^-T L^-1 mirrored: m^3 / 3 instead of m full solves' m^3
-  std::vector<double>& Lt = scratch_inverse(m);
+    for (int j = i; j < m; ++j) U[i * m + j] = P.A[j * m + i] + (i == j ? rho : 0.0);
   for (int j = 0; j < m; ++j) {
-    double* lj = Lt.data() + j * m;
-    lj[j] = 1.0 / L[j * m + j];
+    double* uj = U.data() + j * m;
+    const double d = std::sqrt(uj[j]);
+    uj[j] = d;
+    for (int c = j + 1; c < m; ++c) uj[c] /= d;
     for (int i = j + 1; i < m; ++i) {
-      double s = 0.0;
-      const double* Li = L.data() + i * m;
-      for (int k = j; k < i; ++k) s -= Li[k] * lj[k];
-      lj[i] = s / Li[i];
+      const double f = uj[i];
+      double* ui = U.data() + i * m;
+      for (int c = i; c < m; ++c) ui[c] -= f * uj[c];
+    }
+  }
+  // N = L^-1 (lower triangular, row-major), a row at a time from the rows above it:
+  // N[i] = (e_i - sum_k L[i][k] N[k]) / L[i][i]
+  std::vector<double>& N = scratch_inverse(m);
+  for (int i = 0; i < m; ++i) {
+    double* ni = N.data() + i * m;
+    for (int k = 0; k < i; ++k) {
+      const double f = U[k * m + i];
+      const double* nk = N.data() + k * m;
+      for (int j = 0; j <= k; ++j) ni[j] -= f * nk[j];
+    }
+    const double d = U[i * m + i];
+    for (int j = 0; j < i; ++j) ni[j] /= d;
+    ni[i] = 1.0 / d;
+  }
+  // the lower half of L^-T L^-1 = sum_k N[k]^T N[k], mirrored: m^3 / 3 instead of m full
+  // solves' m^3
+  std::fill(Minv.begin(), Minv.end(), 0.0);
+  for (int k = 0; k < m; ++k) {
+    const double* nk = N.data() + k * m;
+    for (int i = 0; i <= k; ++i) {
+      const double f = nk[i];
+      double* mi = Minv.data() + i * m;
+      for (int j = 0; j <= i; ++j) mi[j] += f * nk[j];
     }
   }
   for (int i = 0; i < m; ++i)
-    for (int j = 0; j <= i; ++j) {
-      const double* li = Lt.data() + i * m;
-      const double* lj = Lt.data() + j * m;
-      double s = 0.0;
-      for (int k = i; k < m; ++k) s += li[k] * lj[k];
-      Minv[i * m + j] = s;
-      Minv[j * m + i] = s;
-    }
+    for (int j = 0; j < i; ++j) Minv[j * m + i] = Minv[i * m + j];
 }
 
 struct Solver {
@@ -202,7 +218,7 @@ struct Solver {
   const bool admm, adaptive;
   const int m;
   // ADMM state (z the impulses; PGS keeps its impulses in z too)
-  std::vector<double> z, y, Minv, L, x, u, w;
+  std::vector<double> z, y, Minv, U, x, u, w;
   double rho = 0, rho0 = 0, dbar = 0, r_p = 0, r_d = 0;
 
   Solver(const Problem& P_, bool admm_, bool adaptive_, double rho_scale, const double* lam0)
@@ -210,11 +226,11 @@ struct Solver {
         x(P_.m), u(P_.m), w(P_.m) {
     if (!admm) return;
     Minv.assign(m * m, 0.0);
-    L.assign(m * m, 0.0);
+    U.assign(m * m, 0.0);
     for (int i = 0; i < m; ++i) dbar += P.A[i * m + i];
     dbar /= m;
     rho = rho0 = rho_scale * dbar;
-    inverse(P, rho, Minv, L);
+    inverse(P, rho, Minv, U);
     start(lam0);
   }
 
@@ -285,7 +301,7 @@ struct Solver {
     const bool down = (r_d > kRhoBalance * r_p) && (rho > rho0 / kRhoRange);
     if (up || down) {
       rho = up ? rho * kRhoFactor : rho / kRhoFactor;
-      inverse(P, rho, Minv, L);
+      inverse(P, rho, Minv, U);
     }
   }
 };

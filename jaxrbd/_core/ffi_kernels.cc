@@ -1535,22 +1535,54 @@ void ltl_factor(int nv, const int32_t* lambda, double* H) {
 }
 
 // x = L^-T x in place (L^T x = b, the descendants first)
-void ltl_solve_t(int nv, const int32_t* lambda, const double* L, double* x, int stride = 1) {
+void ltl_solve_t(int nv, const int32_t* lambda, const double* L, double* x) {
   for (int j = nv; j >= 1; --j) {
     const double* Lj = L + (j - 1) * nv;
-    const double xj = x[(j - 1) * stride] / Lj[j - 1];
-    x[(j - 1) * stride] = xj;
-    for (int i = lambda[j]; i != 0; i = lambda[i]) x[(i - 1) * stride] -= Lj[i - 1] * xj;
+    const double xj = x[j - 1] / Lj[j - 1];
+    x[j - 1] = xj;
+    for (int i = lambda[j]; i != 0; i = lambda[i]) x[i - 1] -= Lj[i - 1] * xj;
   }
 }
 
 // x = L^-1 x in place (L x = b, the ancestors first)
-void ltl_solve(int nv, const int32_t* lambda, const double* L, double* x, int stride = 1) {
+void ltl_solve(int nv, const int32_t* lambda, const double* L, double* x) {
   for (int i = 1; i <= nv; ++i) {
     const double* Li = L + (i - 1) * nv;
-    double s = x[(i - 1) * stride];
-    for (int j = lambda[i]; j != 0; j = lambda[j]) s -= Li[j - 1] * x[(j - 1) * stride];
-    x[(i - 1) * stride] = s / Li[i - 1];
+    double s = x[i - 1];
+    for (int j = lambda[i]; j != 0; j = lambda[j]) s -= Li[j - 1] * x[j - 1];
+    x[i - 1] = s / Li[i - 1];
+  }
+}
+
+// X = L^-T X in place for X (nv, m) row-major: `ltl_solve_t` on every column at once,
+// a row of m at a time, so that the inner loop runs along contiguous memory and
+// vectorizes; each column takes the same operations in the same order as alone.
+void ltl_solve_t_rows(int nv, int m, const int32_t* lambda, const double* L, double* X) {
+  for (int j = nv; j >= 1; --j) {
+    const double* Lj = L + (j - 1) * nv;
+    double* xj = X + (j - 1) * m;
+    const double d = Lj[j - 1];
+    for (int r = 0; r < m; ++r) xj[r] /= d;
+    for (int i = lambda[j]; i != 0; i = lambda[i]) {
+      const double l = Lj[i - 1];
+      double* xi = X + (i - 1) * m;
+      for (int r = 0; r < m; ++r) xi[r] -= l * xj[r];
+    }
+  }
+}
+
+// X = L^-1 X in place for X (nv, m) row-major (`ltl_solve` on every column, by rows)
+void ltl_solve_rows(int nv, int m, const int32_t* lambda, const double* L, double* X) {
+  for (int i = 1; i <= nv; ++i) {
+    const double* Li = L + (i - 1) * nv;
+    double* xi = X + (i - 1) * m;
+    for (int j = lambda[i]; j != 0; j = lambda[j]) {
+      const double l = Li[j - 1];
+      const double* xj = X + (j - 1) * m;
+      for (int r = 0; r < m; ++r) xi[r] -= l * xj[r];
+    }
+    const double d = Li[i - 1];
+    for (int r = 0; r < m; ++r) xi[r] /= d;
   }
 }
 
@@ -1596,7 +1628,7 @@ ffi::Error HardTermsBatch(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi
     // Z = L^-T G^T, A = Z^T Z, W = L^-1 Z
     for (int i = 0; i < nv; ++i)
       for (int r = 0; r < m; ++r) Z[i * m + r] = G[r * nv + i];
-    for (int r = 0; r < m; ++r) ltl_solve_t(nv, t.parent, H.data(), Z.data() + r, m);
+    ltl_solve_t_rows(nv, m, t.parent, H.data(), Z.data());
     // the lower half of A by rows of Z (each entry sums over i ascending; the inner
     // loop vectorizes), then mirrored
     std::fill(A, A + m * m, 0.0);
@@ -1615,7 +1647,7 @@ ffi::Error HardTermsBatch(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi
     for (int r = 0; r < m; ++r) mean += (d[r] = A[r * m + r]);
     mean /= std::max<int64_t>(m, 1);
     for (int r = 0; r < m; ++r) A[r * m + r] += reg * (d[r] + mean * 1e-3);
-    for (int r = 0; r < m; ++r) ltl_solve(nv, t.parent, H.data(), Z.data() + r, m);
+    ltl_solve_rows(nv, m, t.parent, H.data(), Z.data());
     std::copy(Z.begin(), Z.end(), W);
   }
   return ffi::Error::Success();
