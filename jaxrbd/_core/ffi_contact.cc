@@ -50,16 +50,28 @@ inline void gemv_t(int m, const double* Mt, const double* x, double* y) {
   }
 }
 
+// A per-thread buffer of n copies of x, reused from call to call (Slot tells the buffers
+// apart): a solve allocates nothing once its thread has solved a problem as large, where
+// allocations would cost as much as a small problem's iterations. A thread solves one
+// problem at a time, and each buffer has one role in it.
+template <int Slot>
+std::vector<double>& scratch(size_t n, double x = 0.0) {
+  thread_local std::vector<double> buffer;
+  buffer.assign(n, x);
+  return buffer;
+}
+
 struct Problem {
   int m, K;
   const double* A;  // (m, m) row-major
   const double* c;
   const double* mu;
-  std::vector<double> rn, rt;  // _solvers.steps
-  std::vector<double> At;      // A transposed (`gemv_t`)
+  std::vector<double>&rn, &rt;  // _solvers.steps
+  std::vector<double>& At;      // A transposed (`gemv_t`)
 
   Problem(int m_, const double* A_, const double* c_, const double* mu_)
-      : m(m_), K(m_ / 3), A(A_), c(c_), mu(mu_), rn(m_ / 3), rt(m_ / 3), At(m_ * m_) {
+      : m(m_), K(m_ / 3), A(A_), c(c_), mu(mu_), rn(scratch<0>(m_ / 3)), rt(scratch<1>(m_ / 3)),
+        At(scratch<2>(m_ * m_)) {
     for (int k = 0; k < K; ++k) {
       rn[k] = 1.0 / A[(3 * k) * m + 3 * k];
       rt[k] = 2.0 / (A[(3 * k + 1) * m + 3 * k + 1] + A[(3 * k + 2) * m + 3 * k + 2]);
@@ -156,13 +168,6 @@ void lu_solve(int n, double* M, double* b, double* x) {
   }
 }
 
-// A per-thread buffer for the triangular inverse, reused from call to call.
-std::vector<double>& scratch_inverse(int m) {
-  thread_local std::vector<double> buffer;
-  buffer.assign(static_cast<size_t>(m) * m, 0.0);
-  return buffer;
-}
-
 // (A + rho I)^-1 by Cholesky (a failed factor leaves NaNs, as LAPACK's under jax). Every
 // step runs as row updates y += f x along contiguous rows, which vectorize, rather than
 // as dot products, whose chain of dependent additions does not; each entry still sums
@@ -186,7 +191,7 @@ void inverse(const Problem& P, double rho, std::vector<double>& Minv, std::vecto
   }
   // N = L^-1 (lower triangular, row-major), a row at a time from the rows above it:
   // N[i] = (e_i - sum_k L[i][k] N[k]) / L[i][i]
-  std::vector<double>& N = scratch_inverse(m);
+  std::vector<double>& N = scratch<3>(static_cast<size_t>(m) * m);
   for (int i = 0; i < m; ++i) {
     double* ni = N.data() + i * m;
     for (int k = 0; k < i; ++k) {
@@ -218,12 +223,14 @@ struct Solver {
   const bool admm, adaptive;
   const int m;
   // ADMM state (z the impulses; PGS keeps its impulses in z too)
-  std::vector<double> z, y, Minv, U, x, u, w;
+  std::vector<double>&z, &y, &Minv, &U, &x, &u, &w;
   double rho = 0, rho0 = 0, dbar = 0, r_p = 0, r_d = 0;
 
   Solver(const Problem& P_, bool admm_, bool adaptive_, double rho_scale, const double* lam0)
-      : P(P_), admm(admm_), adaptive(adaptive_), m(P_.m), z(lam0, lam0 + P_.m), y(P_.m),
-        x(P_.m), u(P_.m), w(P_.m) {
+      : P(P_), admm(admm_), adaptive(adaptive_), m(P_.m), z(scratch<4>(P_.m)),
+        y(scratch<5>(P_.m)), Minv(scratch<6>(0)), U(scratch<7>(0)), x(scratch<8>(P_.m)),
+        u(scratch<9>(P_.m)), w(scratch<10>(P_.m)) {
+    std::copy(lam0, lam0 + m, z.begin());
     if (!admm) return;
     Minv.assign(m * m, 0.0);
     U.assign(m * m, 0.0);
@@ -309,7 +316,8 @@ struct Solver {
 // _solvers._newton: lam - (I - J)^-1 (lam - F(lam)), J = dF/dlam as jax.jacfwd takes it
 void newton(const Problem& P, const double* lam, double* out) {
   const int m = P.m;
-  std::vector<double> F(m), u(m), M(m * m), b(m);
+  std::vector<double>&F = scratch<11>(m), &u = scratch<12>(m), &M = scratch<13>(m * m),
+                      &b = scratch<14>(m);
   P.fixed_point(lam, F.data(), u.data());
   // M = I - J, row by row (F's rows of contact k depend on lam through A's rows 3k..3k+2)
   for (int k = 0; k < P.K; ++k) {
@@ -343,7 +351,7 @@ void newton(const Problem& P, const double* lam, double* out) {
     }
   }
   for (int i = 0; i < m; ++i) b[i] = lam[i] - F[i];
-  std::vector<double> dx(m);
+  std::vector<double>& dx = scratch<15>(m);
   lu_solve(m, M.data(), b.data(), dx.data());
   for (int i = 0; i < m; ++i) out[i] = lam[i] - dx[i];
 }
@@ -360,7 +368,8 @@ void solve_one(int m, const double* A, const double* c, const double* mu, const 
                const Params& prm, double* lam, double* res_out, int32_t* its_out) {
   const Problem P(m, A, c, mu);
   Solver S(P, prm.admm, prm.adaptive, prm.rho_scale, lam0);
-  std::vector<double> F(m), u(m), best(m), lam_n(m);
+  std::vector<double>&F = scratch<16>(m), &u = scratch<17>(m), &best = scratch<18>(m),
+                      &lam_n = scratch<19>(m);
   const int its = prm.iterations;
   const double tolerance = prm.tolerance;
   int k = 0;
@@ -390,14 +399,15 @@ void solve_one(int m, const double* A, const double* c, const double* mu, const 
   if (prm.polish && tolerance > 0) {
     // _solvers._newton_chain: full Newton steps, each from the last, from the best
     // iterate; a non-finite residual ends the chain
-    std::vector<double> cur = best;
+    std::vector<double>&cur = scratch<20>(0), &old_best = scratch<21>(0);
+    cur = best;
     int j = 0;
     while (res > tolerance && j < kNewtonSteps) {
       newton(P, cur.data(), lam_n.data());
       const double r = P.residual(lam_n.data(), F.data(), u.data());
       const bool ok = std::isfinite(r);
       const bool better = ok && r < res;
-      const std::vector<double> old_best = best;
+      old_best = best;
       if (better) best = lam_n, res = r;
       cur = ok ? lam_n : old_best;
       j = ok ? j + 1 : kNewtonSteps;
