@@ -170,8 +170,9 @@ void lu_solve(int n, double* M, double* b, double* x) {
 
 // (A + rho I)^-1 by Cholesky (a failed factor leaves NaNs, as LAPACK's under jax). Every
 // step runs as row updates y += f x along contiguous rows, which vectorize, rather than
-// as dot products, whose chain of dependent additions does not; each entry still sums
-// its terms in the order of the dot product (k ascending), so the rounding is the same.
+// as dot products, whose chain of dependent additions does not. Each entry sums the
+// terms of the dot product in its order (k ascending); where the compiler fuses the
+// multiply-adds differently, the rounding differs from the dot-product form's.
 void inverse(const Problem& P, double rho, std::vector<double>& Minv, std::vector<double>& U) {
   const int m = P.m;
   // U = L^T (row j of U = column j of L), right-looking: after column j is final, its

@@ -1556,7 +1556,7 @@ void ltl_solve(int nv, const int32_t* lambda, const double* L, double* x) {
 
 // X = L^-T X in place for X (nv, m) row-major: `ltl_solve_t` on every column at once,
 // a row of m at a time, so that the inner loop runs along contiguous memory and
-// vectorizes; each column takes the same operations in the same order as alone.
+// vectorizes; each column takes the operations of `ltl_solve_t` in their order.
 void ltl_solve_t_rows(int nv, int m, const int32_t* lambda, const double* L, double* X) {
   for (int j = nv; j >= 1; --j) {
     const double* Lj = L + (j - 1) * nv;
