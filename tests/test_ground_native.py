@@ -109,6 +109,22 @@ def test_native_solve_batches(solver):
     np.testing.assert_array_equal(nested[2].reshape(-1), its_b)
 
 
+def test_native_solve_reuses_its_buffers():
+    """The kernel's per-thread buffers, reused from problem to problem, carry nothing
+    over: problems of other sizes in between leave a problem's answer as it was."""
+    run = jax.jit(functools.partial(solve, "admm", 100, 0.5, True, True, 1e-6, native=True))
+    big, small = _problems(4, seed=7, n=1)[0], _problems(2, seed=8, n=1)[0]
+    first = run(*big)
+    lam_s, _, its_s = run(*small)
+    again = run(*big)
+    np.testing.assert_array_equal(again[0], first[0])
+    assert int(again[2]) == int(first[2])
+    lam_x, _, its_x = jax.jit(functools.partial(solve, "admm", 100, 0.5, True, True, 1e-6))(
+        *small)
+    assert int(its_s) == int(its_x)
+    assert_allclose(lam_s, lam_x, rtol=1e-9, atol=1e-9 * float(jnp.abs(lam_x).max()))
+
+
 def test_native_solve_differentiates():
     (A, c, mu, lam0), = _problems(3, seed=5, n=1)
     # gradients are the implicit rule's at the solution: the same with either solve
