@@ -155,7 +155,9 @@ void lu_solve(int n, double* M, double* b, double* x) {
     if (piv == 0) piv = DBL_MIN;
     for (int i = k + 1; i < n; ++i) {
       const double f = M[i * n + k] / piv;
-      for (int j = 0; j < n; ++j) M[i * n + j] -= f * M[k * n + j];
+      // columns <= k are never read again (the pivots come from column k + 1 on, the
+      // back substitution reads right of the diagonal): the update leaves them
+      for (int j = k + 1; j < n; ++j) M[i * n + j] -= f * M[k * n + j];
       b[i] -= f * b[k];
     }
   }
