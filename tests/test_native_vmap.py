@@ -51,7 +51,7 @@ def test_optional_argument_plain_vmapped_and_differentiated():
 
 def test_vmap_in_blocks_equals_vmap_and_blocks_the_batch(monkeypatch):
     """Blocks of ``chunk`` states (padded last block), shared and batched leaves, a
-    batch of models, and derivatives: all equal to the plain `jax.vmap`."""
+    batch of models, and derivatives: all equal to the function called state by state."""
     from jaxrbd._core import native_vmap as nv
 
     model = jaxrbd.models.triple_pendulum()
@@ -76,24 +76,37 @@ def test_vmap_in_blocks_equals_vmap_and_blocks_the_batch(monkeypatch):
         a, aux = fn(model, q, qd, tau)
         return jnp.sum(a**2) + jnp.sum(aux["H"])
 
-    @functools.partial(jax.jit, static_argnums=0)
-    def run(g):  # g: the blocked f or the plain one
+    @jax.jit
+    def run():
         return (
-            jax.vmap(g, in_axes=(None, 0, 0, 0))(model, Q, QD, TAU),
+            jax.vmap(f, in_axes=(None, 0, 0, 0))(model, Q, QD, TAU),
             # an unbatched state array broadcasts inside each block
-            jax.vmap(g, in_axes=(None, 0, None, 0))(model, Q, QD[0], TAU)[0],
+            jax.vmap(f, in_axes=(None, 0, None, 0))(model, Q, QD[0], TAU)[0],
             # a stack of models is blocked with its states
-            jax.vmap(g)(models, Q, QD, TAU)[0],
+            jax.vmap(f)(models, Q, QD, TAU)[0],
             # derivatives go through the plain function, also under vmap
-            jax.vmap(jax.grad(lambda *x: loss(g, *x), argnums=(0, 1)))(Q, QD, TAU),
-            jax.jacfwd(lambda q: g(model, q, QD[0], TAU[0])[0])(Q[0]),
+            jax.vmap(jax.grad(lambda *x: loss(f, *x), argnums=(0, 1)))(Q, QD, TAU),
+            jax.jacfwd(lambda q: f(model, q, QD[0], TAU[0])[0])(Q[0]),
         )
 
-    got = run(f)
+    got = run()
     # the three batched arrays of the first call, in blocks of 16 (the kernels inside
     # block on their own)
     assert widths[0] == (40, 16), widths
-    want = run(one)
+    # the reference, state by state: three small programs of one state (the plain vmaps
+    # of the same functions trace the batching rules and cost twice the compile time)
+    one_jit = jax.jit(one)
+    grad_jit = jax.jit(jax.grad(lambda *x: loss(one, *x), argnums=(0, 1)))
+    nth = [jax.tree_util.tree_map(lambda x, i=i: x[i], models) for i in range(len(Q))]
+    stack = functools.partial(jax.tree_util.tree_map, lambda *x: jnp.stack(x))
+    want = (
+        stack(*(one_jit(model, Q[i], QD[i], TAU[i]) for i in range(len(Q)))),
+        stack(*(one_jit(model, Q[i], QD[0], TAU[i])[0] for i in range(len(Q)))),
+        stack(*(one_jit(nth[i], Q[i], QD[i], TAU[i])[0] for i in range(len(Q)))),
+        stack(*(grad_jit(Q[i], QD[i], TAU[i]) for i in range(len(Q)))),
+        jax.jit(jax.jacfwd(lambda q: one(model, q, QD[0], TAU[0])[0]))(Q[0]),
+    )
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         helpers.assert_allclose(a, b, rtol=1e-10, name="blocked vmap")
 
