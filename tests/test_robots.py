@@ -94,7 +94,7 @@ def test_armature_enters_every_algorithm(geared):
     qdd_h, tau_h = jaxrbd.hybrid_dynamics(m, q, qd, tau, qdd, prescribed=["j3", "j5"])
     assert_allclose(jaxrbd.inverse_dynamics(m, q, qd, qdd_h), tau_h, atol=1e-11, name="hybrid")
     # batched path (vmap runs the batch-trailing kernels)
-    A = jax.vmap(lambda q: jaxrbd.forward_dynamics(m, q, qd, tau))(jnp.stack([q, q]))
+    A = jax.jit(jax.vmap(lambda q: jaxrbd.forward_dynamics(m, q, qd, tau)))(jnp.stack([q, q]))
     assert_allclose(A[1], a, rtol=1e-11, name="vmap FD")
 
 
@@ -104,7 +104,8 @@ def test_armature_derivatives_regressor_and_contacts(geared):
     dq, dv, Minv = jaxrbd.forward_dynamics_derivatives(m, q, qd, tau)
     H = jaxrbd.mass_matrix(m, q)
     assert_allclose(Minv, jnp.linalg.inv(H), rtol=1e-9, name="Minv")
-    J = jax.jacfwd(lambda v: jaxrbd.forward_dynamics(m, q, v, tau))(qd)
+    # transforms of public calls run jitted: eagerly, every primitive compiles on its own
+    J = jax.jit(jax.jacfwd(lambda v: jaxrbd.forward_dynamics(m, q, v, tau)))(qd)
     assert_allclose(dv, J, rtol=1e-9, atol=1e-10, name="dqdd/dqd")
     assert_allclose(jaxrbd.inverse_dynamics_derivatives(m, q, qd, qdd)[2], H, rtol=1e-12,
                     name="dtau/dqdd")
@@ -112,8 +113,8 @@ def test_armature_derivatives_regressor_and_contacts(geared):
     pi = jnp.concatenate([jaxrbd.inertial_parameters(m).ravel(), m.armature])
     assert_allclose(Y @ pi, jaxrbd.inverse_dynamics(m, q, qd, qdd), atol=1e-10, name="regressor")
     # gradient with respect to the armature: d qdd / d arm = -H^-1 diag(qdd)
-    g = jax.jacfwd(lambda arm: jaxrbd.forward_dynamics(
-        eqx.tree_at(lambda mm: mm.armature, m, arm), q, qd, tau))(m.armature)
+    g = jax.jit(jax.jacfwd(lambda arm: jaxrbd.forward_dynamics(
+        eqx.tree_at(lambda mm: mm.armature, m, arm), q, qd, tau)))(m.armature)
     a = jaxrbd.forward_dynamics(m, q, qd, tau)
     assert_allclose(g, -jnp.linalg.solve(H, jnp.diag(a)), rtol=1e-9, atol=1e-11, name="d/darm")
     cs = jaxrbd.ConstraintSet.contacts_3d([("b3", [0.1, 0.0, 0.0])])
@@ -180,7 +181,7 @@ def test_passive_forces_from_the_model():
     expected = -stiffness * d - damping * qd - friction * jnp.tanh(qd / 0.05)
     assert_allclose(jaxrbd.generalized_forces([element], m, q, qd), expected, rtol=1e-13)
     # the spring is conservative: its force is minus the gradient of its energy along q ⊕ δ
-    grad = jax.grad(lambda dlt: element.potential_energy(m, jaxrbd.integrate(m, q, dlt)))(
+    grad = jax.jit(jax.grad(lambda dlt: element.potential_energy(m, jaxrbd.integrate(m, q, dlt))))(
         jnp.zeros(m.nv))
     spring = element(m, q, jnp.zeros(m.nv)) * 1.0
     one_dof = jnp.array([0, 4])
@@ -335,7 +336,7 @@ def test_mimic_hybrid_dynamics_and_parameter_derivatives(gripper):
         return jaxrbd.forward_dynamics(
             eqx.tree_at(lambda c: c.base.inertia, cm, inertia), q, qd, tau)
 
-    J_ad = jax.jacfwd(fd_of)(cm.base.inertia).reshape(cm.nv, -1)
+    J_ad = jax.jit(jax.jacfwd(fd_of))(cm.base.inertia).reshape(cm.nv, -1)
     assert_allclose(J, J_ad, rtol=1e-10, atol=1e-12, name="d qdd / d inertia")
 
 
