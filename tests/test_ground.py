@@ -445,15 +445,16 @@ def test_batched_ground_rollout_equals_vmap(block):
     Q = jax.vmap(lambda h: _drop_state(model, h)[0])(heights)
     QD = 0.3 * jax.random.normal(key, (B, model.nv))
     TAU = 0.5 * jax.random.normal(key, (B, n, model.nv))
-    want = jax.vmap(lambda q, qd, tau: ground.rollout(model, q, qd, tau, 1e-3, pts, plane))(
-        Q, QD, TAU)
+    # the references jitted: an eager vmap of a rollout compiles each primitive on its own
+    want = jax.jit(jax.vmap(lambda q, qd, tau: ground.rollout(model, q, qd, tau, 1e-3, pts,
+                                                              plane)))(Q, QD, TAU)
     assert np.any(np.asarray(want[2].force)[..., 0] > 0), "the blocks never touch the ground"
     got = ground.rollout_batched(model, Q, QD, TAU, 1e-3, pts, plane, chunk=3)  # 3 blocks
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=0, atol=1e-13)
     policy = lambda t, q, qd: -2.0 * qd
-    want = jax.vmap(lambda q, qd: ground.rollout(model, q, qd, None, 1e-3, pts, plane,
-                                                 "compliant", n_steps=n, policy=policy))(Q, QD)
+    want = jax.jit(jax.vmap(lambda q, qd: ground.rollout(
+        model, q, qd, None, 1e-3, pts, plane, "compliant", n_steps=n, policy=policy)))(Q, QD)
     got = jaxrbd.batched.ground_rollout(model, Q, QD, None, 1e-3, pts, plane, "compliant",
                                         n_steps=n, policy=policy)
     np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-13)

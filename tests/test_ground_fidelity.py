@@ -93,8 +93,8 @@ def test_rolling_ball_never_gains_energy(ball):
     qd0 = jnp.array([0.0, 0.0, 0.0, 0.5, 0.0, 0.0])
     qs, qds, info = jax.jit(lambda q, qd: ground.rollout(
         model, q, qd, jnp.zeros((3000, 6)), 1e-3, pts, ground.Plane(friction=0.5)))(q0, qd0)
-    E = np.asarray(jax.vmap(lambda q, qd: jaxrbd.kinetic_energy(model, q, qd)
-                            + jaxrbd.potential_energy(model, q))(qs, qds))
+    E = np.asarray(jax.jit(jax.vmap(lambda q, qd: jaxrbd.kinetic_energy(model, q, qd)
+                                    + jaxrbd.potential_energy(model, q)))(qs, qds))
     # an impulse lam that misses the contact conditions by the residual r (m/s) can do
     # work of at most |lam| r, and the position correction (baumgarte) lifts the ball out
     # of a penetration d, gaining at most m g d: that is all the energy a step may gain

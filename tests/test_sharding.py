@@ -182,8 +182,9 @@ def test_two_devices_equal_unsharded(two_devices):
     Q, V, W = data[f"Q{B_ODD}"], data[f"V{B_ODD}"], data[f"W{B_ODD}"]
     pts = jaxrbd.ground.ContactPoints.create(model, [("body_3", [0.0, 0.0, -1.0], 0.0)])
     TAU = np.broadcast_to(0.1 * W[:, None], (B_ODD, 15, model.nv))
-    QS, _, info = jax.vmap(lambda q, v, tau: jaxrbd.ground.rollout(
-        model, q, v, tau, 1e-3, pts, jaxrbd.ground.Plane(-1.0)))(Q, 0.1 * V, TAU)
+    # jitted: an eager vmap of the rollout compiles each primitive on its own
+    QS, _, info = jax.jit(jax.vmap(lambda q, v, tau: jaxrbd.ground.rollout(
+        model, q, v, tau, 1e-3, pts, jaxrbd.ground.Plane(-1.0))))(Q, 0.1 * V, TAU)
     assert np.any(np.asarray(info.force)[..., 0] > 0), "no contact in the ground scene"
     assert_allclose(out["ground_q"], QS, **tol, name="ground_rollout states")
     assert_allclose(out["ground_f"], info.force, **tol, name="ground_rollout forces")
