@@ -149,6 +149,27 @@ def zoo() -> dict[str, jaxrbd.Model]:
     return helpers.ZOO
 
 
+# ----------------------------------------------------------------------------- test order
+
+#: Tests of half a minute or more that share no module fixture or module-level jitted
+#: function with the tests next to them: the docs pages (each one doctest item), the
+#: notebooks and the docs build.
+_LONG_SINGLES = ("docs/", "tests/test_notebooks.py::test_notebook_executes",
+                 "tests/test_docs.py::test_mkdocs_build_strict")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The long single tests first, everything else in collection order.
+
+    xdist's ``load`` scheduler hands out the collection front to back, in chunks that
+    shrink to two tests at the end; a long test near the end leaves the other worker idle
+    for most of its run. Moved to the front, these tests overlap with the rest and the
+    run ends on the library's short doctests. The tests of one file stay together (their
+    module fixtures and jitted functions are built once per worker).
+    """
+    items[:] = sorted(items, key=lambda item: not item.nodeid.startswith(_LONG_SINGLES))
+
+
 # ----------------------------------------------------------------------------- doctests
 
 
