@@ -141,7 +141,10 @@ def _run_workers(tmp, data_path):
     """Both workers' outputs and printed facts; one retry if the port was taken."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("XLA_FLAGS", None)
+    # each process owns one CPU device: a device count in XLA_FLAGS would change that;
+    # the suite's compile-time flags (tests/conftest.py) stay
+    env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                if "xla_force_host_platform_device_count" not in f)
     script = tmp / "worker.py"
     script.write_text(_WORKER)
     for attempt in range(2):
