@@ -402,6 +402,34 @@ def test_newton_chain_finishes_an_unconverged_solve():
     assert int(its_b[1]) < int(its_b[0])
 
 
+def test_interior_point_polish_finishes_a_stalled_solve(monkeypatch):
+    """A landing problem of a humanoid's flat feet (`tests/data/berkeley_landing.npz`,
+    Delassus condition 2.4e7) on which ADMM and the Newton chain stall above the
+    tolerance: the interior-point polish (`_solvers._barrier_polish`) brings it below,
+    inside the cones; batched, only that sample is polished, to the single answer."""
+    from jaxrbd.ground import _solvers
+    from jaxrbd.ground._solvers import natural_residual, solve
+
+    data = np.load(DATA / "berkeley_landing.npz")
+    A, c, mu, lam0 = (jnp.asarray(data[k]) for k in ("A", "c", "mu", "lam0"))
+    run = lambda A, c, mu, lam0: solve("admm", 100, 1.0, True, True, 1e-6, A, c, mu, lam0)
+    lam, res, its = jax.jit(run)(A[0], c[0], mu[0], lam0[0])
+    assert float(res) <= 1e-6 and float(res) == float(natural_residual(lam, A[0], c[0], mu[0]))
+    u = (A[0] @ lam + c[0]).reshape(-1, 3)
+    L = lam.reshape(-1, 3)
+    assert np.all(L[:, 0] >= 0) and np.all(u[:, 0] >= -1e-6)
+    assert np.all(np.linalg.norm(L[:, 1:], axis=1) <= mu[0] * L[:, 0] * (1 + 1e-12) + 1e-15)
+    lam_b, res_b, its_b = jax.jit(jax.vmap(run))(A, c, mu, lam0)
+    for i in range(2):
+        lam_i, res_i, its_i = jax.jit(run)(A[i], c[i], mu[i], lam0[i])
+        assert int(its_b[i]) == int(its_i) and float(res_b[i]) <= 1e-6
+        np.testing.assert_allclose(lam_b[i], lam_i, rtol=0, atol=1e-8 * float(jnp.abs(lam_i).max()))
+    # without the polish the same solve stops above the tolerance
+    monkeypatch.setattr(_solvers, "_polished", lambda polish, tol, lam, res, k, *p: (lam, res, k))
+    _, res0, _ = jax.jit(lambda *p: run(*p))(A[0], c[0], mu[0], lam0[0])  # traced anew
+    assert float(res0) > 1e-6
+
+
 @pytest.mark.parametrize("contact_model", ["hard"])
 def test_gradients_through_contact(block, contact_model):
     model, pts = block

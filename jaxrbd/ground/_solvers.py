@@ -36,6 +36,13 @@ when it lowers the residual: first-order iterations stall on the nearly singular
 Delassus matrices of redundant points (flat feet), where the Newton step, once the
 contact mode is right, lands on the solution. A solve that ends its iterations above
 the tolerance then takes a chain of such steps, each from the last (`_newton_chain`).
+One still above it takes an interior-point polish (`_barrier_polish`): De Saxce's fixed
+point ``s = mu |u_t|`` with each convex problem of a fixed ``s`` solved accurately by a
+log-barrier Newton method, whose accuracy does not suffer from the Delassus matrix's
+conditioning (ADMM's stall there is its inner accuracy, not the non-convexity). It is the
+slowest path (tens of milliseconds for 22 contacts) and runs only for the problems left
+above the tolerance, one at a time under `jax.vmap`; the native solve of kernel models
+(``native=True``) does not have it yet.
 
 Gradients never go through the iterations: `solve` is a `jax.custom_vjp` whose
 backward pass applies the implicit function theorem to ``lam = F(lam, A, c, mu)`` at
@@ -55,6 +62,7 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.custom_batching import custom_vmap
 
 from .._core import ffi_contact
 from .._core import linalg as _linalg
@@ -253,6 +261,7 @@ def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True
     adapts its penalty. The impulses returned are those of the lowest residual seen.
     """
     if native and ffi_contact.supported(A):
+        # the native solve has no interior-point polish yet (its program stays one call)
         return ffi_contact.solve(solver, iterations, rho_scale, tolerance, adaptive, polish,
                                  A, c, mu, lam0)
     if solver == "pgs":
@@ -293,6 +302,15 @@ def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True
     _, k, lam, res = lax.while_loop(unfinished, block, start)
     if polish and tolerance > 0:
         lam, res, k = _newton_chain(lam, res, k, A, c, mu, tolerance)
+    return _polished(polish, tolerance, lam, res, k, A, c, mu)
+
+
+def _polished(polish, tolerance, lam, res, k, A, c, mu):
+    """A solve that the iterations and the Newton chain leave above ``tolerance`` takes
+    the interior-point polish (`_barrier_polish`); its iteration count is unchanged."""
+    if not (polish and tolerance > 0):
+        return lam, res, k
+    lam, res = _barrier_polish(lam, res, A, c, mu, jnp.asarray(tolerance, res.dtype))
     return lam, res, k
 
 
@@ -402,3 +420,125 @@ def _solve_bwd(solver, iterations, rho_scale, adaptive, polish, tolerance, nativ
 
 
 solve.defvjp(_solve_fwd, _solve_bwd)
+
+
+# ---------------------------------------------------------------- interior-point polish
+
+#: De Saxce updates of the interior-point polish (each one accurate convex solve).
+BARRIER_UPDATES = 4
+#: Decades of the barrier parameter in one convex solve, and Newton steps per decade.
+BARRIER_DECADES, BARRIER_NEWTON = 16, 40
+
+
+def _cone_barrier_solve(A, b, mu):
+    """``argmin 1/2 x^T A x + b^T x`` over the friction cones ``|x_t| <= mu x_n`` (``A``
+    positive definite) by a primal log-barrier method (Boyd and Vandenberghe 2004,
+    chapter 11) with the second-order cone's barrier ``-log(mu^2 x_n^2 - |x_t|^2)``: a
+    path of Newton minimisations whose barrier weight falls by ten per decade. Newton's
+    method on it is affine invariant, so the solve keeps its accuracy on the nearly
+    singular Delassus matrices where first-order methods stall."""
+    K = mu.shape[0]
+    n = 3 * K
+    m2 = jnp.maximum(mu, jnp.finfo(A.dtype).tiny) ** 2
+    rows = jnp.arange(n).reshape(K, 3)
+    bi = jnp.broadcast_to(rows[:, :, None], (K, 3, 3)).reshape(-1)
+    bj = jnp.broadcast_to(rows[:, None, :], (K, 3, 3)).reshape(-1)
+    one = jnp.ones_like(m2)
+
+    def cone(x):
+        X = x.reshape(K, 3)
+        return X, m2 * X[:, 0] ** 2 - X[:, 1] ** 2 - X[:, 2] ** 2
+
+    def inside(x):
+        X, g = cone(x)
+        return jnp.all(g > 0) & jnp.all(X[:, 0] > 0)
+
+    def phi(x, t):
+        return t * (0.5 * x @ (A @ x) + b @ x) - jnp.sum(jnp.log(cone(x)[1]))
+
+    def newton(x, t):
+        X, g = cone(x)
+        dg = jnp.stack([2 * m2 * X[:, 0], -2 * X[:, 1], -2 * X[:, 2]], axis=1)
+        grad = t * (A @ x + b) - (dg / g[:, None]).reshape(-1)
+        d2 = jnp.stack([2 * m2, -2 * one, -2 * one], axis=1) / g[:, None]
+        blocks = dg[:, :, None] * dg[:, None, :] / (g ** 2)[:, None, None]
+        blocks = blocks - jax.vmap(jnp.diag)(d2)
+        H = (t * A).at[bi, bj].add(blocks.reshape(-1))
+        dx = -jnp.linalg.solve(H, grad)
+        return dx, -grad @ dx
+
+    def line_search(x, dx, dec, t):
+        f0 = phi(x, t)
+
+        def shorter(a):
+            y = x + a * dx
+            return ~(inside(y) & (phi(y, t) <= f0 - 0.25 * a * dec)) & (a > 1e-12)
+
+        a = lax.while_loop(shorter, lambda a: 0.5 * a, jnp.asarray(1.0, x.dtype))
+        return jnp.where(a > 1e-12, x + a * dx, x)
+
+    def centre(x, t):
+        def more(carry):
+            _, dec, j = carry
+            return (dec > 1e-12) & (j < BARRIER_NEWTON)
+
+        def step(carry):
+            x, _, j = carry
+            dx, dec = newton(x, t)
+            return line_search(x, dx, dec, t), dec, j + 1
+
+        return lax.while_loop(more, step, (x, jnp.asarray(jnp.inf, x.dtype), 0))[0]
+
+    # scales: an impulse from b and A's diagonal, the objective from both
+    scale = jnp.max(jnp.abs(b)) / jnp.mean(jnp.diagonal(A)) + jnp.finfo(A.dtype).tiny
+    x0 = jnp.zeros(n, A.dtype).at[0::3].set(scale)
+    t0 = 2.0 * K / (scale * jnp.max(jnp.abs(b)) + jnp.finfo(A.dtype).tiny)
+    return lax.fori_loop(0, BARRIER_DECADES, lambda d, x: centre(x, t0 * 10.0 ** d), x0)
+
+
+def _barrier_polish_one(lam, res, A, c, mu, tolerance):
+    """De Saxce's fixed point with accurate inner solves: ``s = mu |u_t|`` added to the
+    normal velocity, the convex problem of that shift solved by `_cone_barrier_solve`,
+    at most `BARRIER_UPDATES` times (until the residual is at most ``tolerance``);
+    returns the impulses of the lowest residual seen."""
+
+    def more(carry):
+        _, _, r_best, j = carry
+        return (r_best > tolerance) & (j < BARRIER_UPDATES)
+
+    def update(carry):
+        cur, best, r_best, j = carry
+        u = (A @ cur + c).reshape(-1, 3)
+        s = jnp.zeros_like(u).at[:, 0].set(mu * _safe_norm(u[:, 1:])[0]).reshape(-1)
+        nxt = _cone_barrier_solve(A, c + s, mu)
+        r = natural_residual(nxt, A, c, mu)
+        better = jnp.isfinite(r) & (r < r_best)
+        return nxt, jnp.where(better, nxt, best), jnp.where(better, r, r_best), j + 1
+
+    _, lam, res, _ = lax.while_loop(more, update, (lam, lam, res, 0))
+    return lam, res
+
+
+@custom_vmap
+def _barrier_polish(lam, res, A, c, mu, tolerance):
+    return when(res > tolerance, lambda x: _barrier_polish_one(*x, A, c, mu, tolerance),
+                (lam, res))
+
+
+@_barrier_polish.def_vmap
+def _barrier_polish_batch(axis_size, in_batched, lam, res, A, c, mu, tolerance):
+    # one problem at a time, only those above the tolerance: a select over the batch
+    # would run the polish for every sample whenever one needs it
+    lam, res, A, c, mu, tolerance = (
+        x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+        for x, b in zip((lam, res, A, c, mu, tolerance), in_batched))
+    todo = res > tolerance
+
+    def one(carry):
+        lam, res, todo = carry
+        i = jnp.argmax(todo)
+        li, ri = _barrier_polish_one(lam[i], res[i], A[i], c[i], mu[i], tolerance[i])
+        return lam.at[i].set(li), res.at[i].set(ri), todo.at[i].set(False)
+
+    lam, res, _ = lax.while_loop(lambda carry: jnp.any(carry[2]), one, (lam, res, todo))
+    return (lam, res), (True, True)
