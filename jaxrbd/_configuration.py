@@ -9,14 +9,17 @@ import numpy as np
 from ._core import algebra as al
 from ._core.checks import as_float, check_state, check_vector
 from ._core.rotation import (
-    exp_quat,
+    cross_c,
     log_quat,
     normalize_quat,
+    normalize_quat_c,
     quat_mul,
-    quat_rotate,
+    quat_mul_c,
+    quat_rotate_c,
     quat_to_R,
+    so3_exp_c,
     so3_left_jacobian_inv,
-    so3_left_jacobian_mv,
+    so3_left_jacobian_mv_c,
 )
 from ._core.rows import place_rows, take_rows
 
@@ -100,10 +103,24 @@ def frame_rate(model, v, rows=None):
     _, _, w_rows, lin_rows = free_rows(model) if rows is None else rows
     if not w_rows.size:
         return jnp.zeros_like(v)
-    w = take_rows(v, w_rows.reshape(-1)).reshape(-1, 3)
-    lin = take_rows(v, lin_rows.reshape(-1)).reshape(-1, 3)
-    zero = jnp.zeros_like(v)
-    return place_rows(v.shape[0], [(lin_rows, jnp.cross(w, lin).reshape(-1))], zero, slices=True)
+    rate = cross_c(_rows(v, w_rows), _rows(v, lin_rows))
+    return place_rows(v.shape[0], [(lin_rows.reshape(-1), _joined(rate))],
+                      jnp.zeros_like(v), slices=True)
+
+
+def _rows(x, rows):
+    """The components of the joints' rows ``rows (J, k)`` of ``x (n, ...)``: a tuple of
+    ``k`` arrays ``(J, ...)`` (`jaxrbd._core.rotation`'s component form), read by one
+    `take_rows` of the joints' rows (a static slice per joint)."""
+    J, k = rows.shape
+    block = take_rows(x, rows.reshape(-1)).reshape((J, k) + x.shape[1:])
+    return tuple(block[:, i] for i in range(k))
+
+
+def _joined(comps):
+    """The components ``k x (J, ...)`` back as rows ``(J k, ...)``, joint by joint (the
+    order of ``rows.reshape(-1)``)."""
+    return jnp.stack(comps, axis=1).reshape((-1,) + comps[0].shape[1:])
 
 
 def advance(model, q, v_move, v_end, dt, mover=None, rows=None):
@@ -133,17 +150,17 @@ def advance(model, q, v_move, v_end, dt, mover=None, rows=None):
     p_rows, quat_rows, w_rows, lin_rows = free_rows(model) if rows is None else rows
     if not p_rows.size:
         return q1, v_end
-    p = take_rows(q, p_rows.reshape(-1)).reshape(-1, 3).T
-    unit = normalize_quat(take_rows(q, quat_rows.reshape(-1)).reshape(-1, 4).T)
-    w = take_rows(v_move, w_rows.reshape(-1)).reshape(-1, 3).T * dt
-    lin = take_rows(v_move, lin_rows.reshape(-1)).reshape(-1, 3).T
+    quat = _rows(q, quat_rows)
+    w = tuple(-dt * c for c in _rows(v_move, w_rows))
+    step = quat_rotate_c(quat, tuple(dt * c for c in _rows(v_move, lin_rows)),
+                         sum(c * c for c in quat))
+    p1 = [pi + si for pi, si in zip(_rows(q, p_rows), step)]
     # placed from slices (not a scatter): the transpose under `jax.grad` is pads
-    q1 = place_rows(q1.shape[0], [(p_rows, (p + quat_rotate(unit, lin) * dt).T.reshape(-1))], q1,
-                    slices=True)
+    q1 = place_rows(q1.shape[0], [(p_rows.reshape(-1), _joined(p1))], q1, slices=True)
     # turn by exp(-w dt): the rotation of the conjugate quaternion
-    back = exp_quat(-w)
-    end = take_rows(v_end, lin_rows.reshape(-1)).reshape(-1, 3).T
-    v1 = place_rows(v_end.shape[0], [(lin_rows, quat_rotate(back, end).T.reshape(-1))], v_end,
+    back, _ = so3_exp_c(w)
+    end = quat_rotate_c(back, _rows(v_end, lin_rows))
+    v1 = place_rows(v_end.shape[0], [(lin_rows.reshape(-1), _joined(end))], v_end,
                     slices=True)
     return q1, v1
 
@@ -165,30 +182,28 @@ def integrate_batched(model, q, v, dt=1.0):
     if len(qi):
         idx.append(qi)
         parts.append(take_rows(q, qi) + take_rows(v, vi) * dt)
+    # quaternions and free joints in component form (`jaxrbd._core.rotation`), one
+    # slice per joint
     qs, vs = _blocks(model, ("spherical",))
     if len(qs):
-        k4 = (qs[:, None] + np.arange(4)).reshape(-1)
-        quat = take_rows(q, k4).reshape((len(qs), 4) + q.shape[1:])
-        w = take_rows(v, (vs[:, None] + np.arange(3)).reshape(-1)).reshape(
-            (len(vs), 3) + v.shape[1:]) * dt
-        idx.append(k4)
-        parts.append(normalize_quat(quat_mul(quat, exp_quat(w))).reshape((-1,) + q.shape[1:]))
+        k4 = qs[:, None] + np.arange(4)
+        rot, _ = so3_exp_c(tuple(dt * c for c in _rows(v, vs[:, None] + np.arange(3))))
+        idx.append(k4.reshape(-1))
+        parts.append(_joined(normalize_quat_c(quat_mul_c(_rows(q, k4), rot))))
     qs, vs = _blocks(model, ("free",))
     if len(qs):
         # exact SE(3) exponential of the body twist: R+ = R exp(w), p+ = p + R V(w) v
-        J = len(qs)
-        kp = (qs[:, None] + np.arange(3)).reshape(-1)
-        k4 = (qs[:, None] + 3 + np.arange(4)).reshape(-1)
-        p = take_rows(q, kp).reshape((J, 3) + q.shape[1:])
-        quat = take_rows(q, k4).reshape((J, 4) + q.shape[1:])
-        w = take_rows(v, (vs[:, None] + np.arange(3)).reshape(-1)).reshape(
-            (J, 3) + v.shape[1:]) * dt
-        lv = take_rows(v, (vs[:, None] + 3 + np.arange(3)).reshape(-1)).reshape(
-            (J, 3) + v.shape[1:]) * dt
-        unit = normalize_quat(quat)
-        idx += [kp, k4]
-        parts.append((p + quat_rotate(unit, so3_left_jacobian_mv(w, lv))).reshape((-1,) + q.shape[1:]))
-        parts.append(normalize_quat(quat_mul(unit, exp_quat(w))).reshape((-1,) + q.shape[1:]))
+        kp, k4 = qs[:, None] + np.arange(3), qs[:, None] + 3 + np.arange(4)
+        w = tuple(dt * c for c in _rows(v, vs[:, None] + np.arange(3)))
+        lv = tuple(dt * c for c in _rows(v, vs[:, None] + 3 + np.arange(3)))
+        quat = _rows(q, k4)
+        rot, ab = so3_exp_c(w)
+        # R(quat / |quat|) without the normalised quaternion: one normalisation, not two
+        n2 = sum(c * c for c in quat)
+        step = quat_rotate_c(quat, so3_left_jacobian_mv_c(w, ab, lv), n2)
+        idx += [kp.reshape(-1), k4.reshape(-1)]
+        parts.append(_joined([pi + si for pi, si in zip(_rows(q, kp), step)]))
+        parts.append(_joined(normalize_quat_c(quat_mul_c(quat, rot))))
     if not parts:
         return q
     order = np.argsort(np.concatenate(idx), kind="stable")
