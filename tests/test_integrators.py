@@ -402,3 +402,24 @@ def test_errors():
         B(model, Q0, QD0, jnp.zeros((3, 4, 9)), 1e-3, devices=[])
     with pytest.raises(ValueError, match="dt is"):
         B(model, Q0, QD0, jnp.zeros((3, 4, 9)), -1.0)
+
+
+def test_move_derivatives_finite_and_exact_at_rest():
+    """At zero velocity the exponential maps run their series branch: the derivatives of
+    a step's move must stay finite there (the branch not taken must not produce 0 * inf)
+    and equal central differences, for free and spherical joints."""
+    from helpers import random_tree
+
+    from jaxrbd._configuration import move
+
+    model = random_tree(7, 3, kinds=["free", "revolute", "spherical"], parents=[0, 1, 2])
+    q = jaxrbd.random_configuration(model, jax.random.PRNGKey(1))
+    v = jnp.zeros(model.nv)
+    J = jax.jacfwd(lambda v_: move(model, q, v_, 0.1))(v)
+    Jr = jax.jacrev(lambda v_: move(model, q, v_, 0.1))(v)
+    assert np.all(np.isfinite(J)) and np.all(np.isfinite(Jr))
+    assert_allclose(Jr, J, atol=1e-14)
+    h = 1e-6
+    fd = jnp.stack([(move(model, q, v.at[i].set(h), 0.1) - move(model, q, v.at[i].set(-h), 0.1))
+                    / (2 * h) for i in range(model.nv)], axis=1)
+    assert_allclose(J, fd, atol=1e-8)

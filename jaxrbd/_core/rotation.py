@@ -139,7 +139,9 @@ def so3_exp_c(w):
     quat = (jnp.where(small, 1.0 - t2 / 8.0, c),) + tuple(half_sin * wi for wi in w)
     # (1 - cos t)/t^2 = 2 k^2, whose series 0.5 - t^2/24 + t^4/1152 needs no branch
     a = 2.0 * half_sin * half_sin
-    b = jnp.where(small, 1.0 / 6.0 - t2 / 120.0, (t - 2.0 * s * c) / (t * t2))
+    # the safe t cubed, not t * t2: the branch not taken stays finite at w = 0, where
+    # its gradient would otherwise be 0 * inf = NaN
+    b = jnp.where(small, 1.0 / 6.0 - t2 / 120.0, (t - 2.0 * s * c) / (t * t * t))
     return quat, (a, b)
 
 
