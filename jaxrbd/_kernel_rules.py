@@ -39,6 +39,7 @@ from jax.custom_batching import custom_vmap
 from ._aba import aba_batched, minv_times_batched
 from ._core import ffi
 from ._core.native_linear import LinearMap, apply, pair
+from ._core.native_vmap import kernel_batch_rule
 from ._rnea import rnea_single
 
 __all__ = ["fd_primal", "fd_tangent", "id_tangent"]
@@ -109,14 +110,8 @@ def _fd_aux(model, q, qd, tau):
 
 @_fd_aux.def_vmap
 def _fd_aux_batch(axis_size, in_batched, model, q, qd, tau):
-    if any(jax.tree_util.tree_leaves(in_batched[0])):  # a batch of models: one by one
-        axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched[0]),) + tuple(
-            0 if b else None for b in in_batched[1:])
-        out = jax.vmap(ffi.aba_aux, in_axes=axes)(model, q, qd, tau)
-    else:  # a batch of states of one model: one call, the C++ loops over it
-        states = tuple(x if b else jnp.broadcast_to(x, (axis_size,) + x.shape)
-                       for x, b in zip((q, qd, tau), in_batched[1:]))
-        out = ffi.aba_aux(model, *states, batch=True)
+    # the primal stays the kernel's at every order: no `_with_vmap_rule` around it
+    out = kernel_batch_rule(ffi.aba_aux, ffi.aba_aux, axis_size, in_batched, model, q, qd, tau)
     return out, (True, True)
 
 

@@ -50,7 +50,9 @@ import jaxlib
 import numpy as np
 
 from ..joints import JOINT_KINDS
+from . import algebra as al
 from .backend import on_cpu
+from .jcalc import node_inertias
 from .topology import topology
 
 __all__ = ["AUX", "NODE_KINDS", "KernelBuildError", "aba", "aba_aux", "build", "crba", "fd_derivatives",
@@ -194,15 +196,26 @@ def _buffers(model):
     tables in one int32 array and its leaves in one float64 array. A call pays a fixed
     time per operand, so the thirteen arrays travel as two; with the model closed over
     both are constants of the program, and as a jit argument the leaves' concatenation
-    is one small kernel."""
+    is one small kernel. A constant model's float buffer also carries its node inertias
+    (`_node_inertias`), which the kernels would otherwise rebuild at every call."""
     library()
     leaves = (model.Xtree_E, model.Xtree_r, model.inertia, model.axes, model.armature,
               model.gravity)
     if any(isinstance(x, jax.core.Tracer) for x in leaves):
         floats = jnp.concatenate([jnp.ravel(x) for x in leaves])
     else:
-        floats = np.concatenate([np.ravel(np.asarray(x)) for x in leaves])
+        floats = np.concatenate([np.ravel(np.asarray(x)) for x in leaves]
+                                + _node_inertias(model))
     return jnp.asarray(_int_buffer(topology(model))), jnp.asarray(floats)
+
+
+def _node_inertias(model):
+    """A constant model's node inertias as ``make_tree`` reads them after its leaves:
+    compact rows ``(nn, 10)``, then the 6x6 matrices ``(nn, 6, 6)``, raveled."""
+    with jax.ensure_compile_time_eval():
+        Ic = node_inertias(model)  # (nn, 10, 1)
+        I6 = al.blocks_dense(*al.inertia_blocks(Ic))  # (nn, 6, 6, 1)
+    return [np.ravel(np.asarray(Ic)), np.ravel(np.asarray(I6))]
 
 
 def _call(name, shape, dtype):
@@ -228,8 +241,9 @@ def aba(model, q, qd, tau, f_ext=None, *, batch=False):
 
 def aba_aux(model, q, qd, tau, *, batch=False):
     """`aba` and the residuals its reverse sweep reads (`fd_vjp`): ``(qdd (nv,), aux
-    (AUX * (nv + 1),))`` (each with a leading batch axis with ``batch=True``); `supported`
-    must hold."""
+    (AUX * (nv + 1),))`` (each with a leading batch axis with ``batch=True``, which only
+    says what ``q``'s shape does: the kernels' calling convention, `kernel_batch_rule`);
+    `supported` must hold."""
     b, nn = q.shape[:-1], model.nv + 1
     call = jax.ffi.ffi_call("jaxrbd_aba_aux", [jax.ShapeDtypeStruct(b + (model.nv,), q.dtype),
                                                jax.ShapeDtypeStruct(b + (AUX * nn,), q.dtype)],

@@ -21,6 +21,10 @@ namespace ffi = xla::ffi;
 
 namespace {
 
+// The small spatial-algebra helpers of the recursions' inner loops: inlined, so that the
+// compiler schedules each node's work as one block.
+#define HOT [[gnu::always_inline]] inline
+
 // A per-thread buffer of n copies of x, reused from call to call: a call allocates
 // nothing once its thread has run one of the same size (XLA may run kernels on several
 // threads at once; each has its own buffers).
@@ -28,6 +32,15 @@ template <int Slot, class T>
 std::vector<T>& scratch(size_t n, const T& x) {
   thread_local std::vector<T> buffer;
   buffer.assign(n, x);
+  return buffer;
+}
+
+// The same without the fill, for buffers a kernel writes before it reads them: n elements
+// of whatever the thread's last call left there.
+template <int Slot, class T>
+std::vector<T>& scratch_unset(size_t n) {
+  thread_local std::vector<T> buffer;
+  buffer.resize(n);
   return buffer;
 }
 
@@ -46,7 +59,7 @@ struct Xf {
 };
 
 // X m = [E w; E (v - r x w)] for a motion vector m = [w; v].
-void apply(const Xf& X, const double* m, double* o) {
+HOT void apply(const Xf& X, const double* m, double* o) {
   if (X.identity) {
     for (int i = 0; i < 6; ++i) o[i] = m[i];
     return;
@@ -61,7 +74,7 @@ void apply(const Xf& X, const double* m, double* o) {
 }
 
 // X^T f = [E^T n + r x E^T l; E^T l] for a force f = [n; l].
-void apply_T(const Xf& X, const double* f, double* o) {
+HOT void apply_T(const Xf& X, const double* f, double* o) {
   if (X.identity) {
     for (int i = 0; i < 6; ++i) o[i] = f[i];
     return;
@@ -128,14 +141,14 @@ void add_congruence(const Xf& X, const Mat6& M, Mat6& Out) {
     }
 }
 
-void skew(const double* a, double o[3][3]) {
+HOT void skew(const double* a, double o[3][3]) {
   o[0][0] = 0; o[0][1] = -a[2]; o[0][2] = a[1];
   o[1][0] = a[2]; o[1][1] = 0; o[1][2] = -a[0];
   o[2][0] = -a[1]; o[2][1] = a[0]; o[2][2] = 0;
 }
 
 // Rotation (child -> parent) of the unit quaternion along q/|q|, (w, x, y, z); NaN for 0.
-void quat_R(const double* q, double R[3][3]) {
+HOT void quat_R(const double* q, double R[3][3]) {
   const double n2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3];
   const double n = n2 > 0 ? std::sqrt(n2) : NAN;
   const double w = q[0] / n, x = q[1] / n, y = q[2] / n, z = q[3] / n;
@@ -145,7 +158,7 @@ void quat_R(const double* q, double R[3][3]) {
 }
 
 // The joint transform X_J = X(E_J, r_J) of node k (E_J = R^T: parent -> child).
-void joint_transform(int32_t kind, const double* S, const double* q, double E[3][3],
+HOT void joint_transform(int32_t kind, const double* S, const double* q, double E[3][3],
                      double r[3]) {
   double R[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
   r[0] = r[1] = r[2] = 0;
@@ -181,11 +194,11 @@ void joint_transform(int32_t kind, const double* S, const double* q, double E[3]
     for (int j = 0; j < 3; ++j) E[i][j] = R[j][i];
 }
 
-double dot6(const double* a, const double* b) {
+HOT double dot6(const double* a, const double* b) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5];
 }
 
-void mv(const Mat6& A, const double* x, double* y) {
+HOT void mv(const Mat6& A, const double* x, double* y) {
   for (int i = 0; i < 6; ++i) {
     double s = 0;
     for (int j = 0; j < 6; ++j) s += A.m[i][j] * x[j];
@@ -193,7 +206,7 @@ void mv(const Mat6& A, const double* x, double* y) {
   }
 }
 
-void cross_motion(const double* v, const double* m, double* o) {
+HOT void cross_motion(const double* v, const double* m, double* o) {
   o[0] = v[1] * m[2] - v[2] * m[1];
   o[1] = v[2] * m[0] - v[0] * m[2];
   o[2] = v[0] * m[1] - v[1] * m[0];
@@ -202,7 +215,7 @@ void cross_motion(const double* v, const double* m, double* o) {
   o[5] = v[0] * m[4] - v[1] * m[3] + v[3] * m[1] - v[4] * m[0];
 }
 
-void cross_force(const double* v, const double* f, double* o) {
+HOT void cross_force(const double* v, const double* f, double* o) {
   o[0] = v[1] * f[2] - v[2] * f[1] + v[4] * f[5] - v[5] * f[4];
   o[1] = v[2] * f[0] - v[0] * f[2] + v[5] * f[3] - v[3] * f[5];
   o[2] = v[0] * f[1] - v[1] * f[0] + v[3] * f[4] - v[4] * f[3];
@@ -213,7 +226,7 @@ void cross_force(const double* v, const double* f, double* o) {
 
 // y = I x for the rigid-body inertia of a compact row c = [m, h, Ixx, Ixy, Iyy, Ixz, Iyz,
 // Izz] and a motion x = [w; v]: [I_o w + h x v; m v - h x w], a third of a 6x6 product.
-void inertia_times(const double* c, const double* x, double* y) {
+HOT void inertia_times(const double* c, const double* x, double* y) {
   const double* w = x;
   const double* v = x + 3;
   y[0] = c[4] * w[0] + c[5] * w[1] + c[7] * w[2] + c[2] * v[2] - c[3] * v[1];
@@ -260,22 +273,11 @@ int64_t batch_of(const ffi::Buffer<ffi::F64>& q) {
   return d.size() == 2 ? d[0] : 1;
 }
 
-// The model arrives as two buffers (ffi.py: _buffers), one call operand each: ints =
-// [nn, nb, kind, parent, qi, bias_to, first_body (nn each), body_node, fixed (nb each)],
-// floats = [Xtree_E (nb x 9), Xtree_r (nb x 3), inertia (nb x 10), axes (nv x 6),
-// armature (nv), gravity (3)], nv = nn - 1. Each operand costs the call a fixed time,
-// so the thirteen arrays travel as two.
-Tree make_tree(const int32_t* mi, const double* mf, bool six = true) {
-  Tree t;
-  t.nn = mi[0]; t.nb = mi[1];
-  const int nn = t.nn, nb = t.nb, nv = nn - 1;
-  t.kind = mi + 2; t.parent = t.kind + nn; t.qi = t.parent + nn; t.bias_to = t.qi + nn;
-  t.first_body = t.bias_to + nn; t.body_node = t.first_body + nn; t.fixed = t.body_node + nb;
-  t.E = mf; t.r = t.E + 9 * nb; t.inertia = t.r + 3 * nb; t.axes = t.inertia + 10 * nb;
-  t.arm = t.axes + 6 * nv; t.g = t.arm + nv;
-  // each node's rigid-body inertia in compact form (m, h = m c, I about the origin),
-  // summed over its bodies, a welded body's moved into the node's frame first
-  std::vector<double>& acc = scratch<0>(10 * t.nn, 0.0);
+// Each node's rigid-body inertia in compact form (m, h = m c, I about the origin), summed
+// over its bodies, a welded body's moved into the node's frame first; acc (nn x 10) is
+// zero on entry.
+const double* node_inertias(const Tree& t, double* acc) {
+  const int nb = t.nb;
   const int32_t* bn = t.body_node;
   const int32_t* fx = t.fixed;
   for (int b = 1; b < nb; ++b) {
@@ -307,16 +309,42 @@ Tree make_tree(const int32_t* mi, const double* mf, bool six = true) {
       }
       for (int i = 0; i < 3; ++i) h[i] = hp[i] + m * p[i];
     }
-    double* a = &acc[10 * bn[b]];
+    double* a = acc + 10 * bn[b];
     a[0] += m; a[1] += h[0]; a[2] += h[1]; a[3] += h[2];
     a[4] += Io[0][0]; a[5] += Io[0][1]; a[6] += Io[1][1];
     a[7] += Io[0][2]; a[8] += Io[1][2]; a[9] += Io[2][2];
   }
-  t.Ik = acc.data();
+  return acc;
+}
+
+// The model arrives as two buffers (ffi.py: _buffers), one call operand each: ints =
+// [nn, nb, kind, parent, qi, bias_to, first_body (nn each), body_node, fixed (nb each)],
+// floats = [Xtree_E (nb x 9), Xtree_r (nb x 3), inertia (nb x 10), axes (nv x 6),
+// armature (nv), gravity (3)], nv = nn - 1, and, when the model's leaves are constants of
+// the program, the node inertias that follow from them: compact rows (nn x 10), then 6x6
+// (nn x 36). Each operand costs the call a fixed time, so the thirteen arrays travel as
+// two, and a constant model's node inertias are not rebuilt at every call.
+Tree make_tree(const int32_t* mi, const double* mf, int64_t nf, bool six = true) {
+  Tree t;
+  t.nn = mi[0]; t.nb = mi[1];
+  const int nn = t.nn, nb = t.nb, nv = nn - 1;
+  t.kind = mi + 2; t.parent = t.kind + nn; t.qi = t.parent + nn; t.bias_to = t.qi + nn;
+  t.first_body = t.bias_to + nn; t.body_node = t.first_body + nn; t.fixed = t.body_node + nb;
+  t.E = mf; t.r = t.E + 9 * nb; t.inertia = t.r + 3 * nb; t.axes = t.inertia + 10 * nb;
+  t.arm = t.axes + 6 * nv; t.g = t.arm + nv;
+  const double* nodes = t.g + 3;
+  if (nf == (nodes - mf) + 46 * nn) {
+    t.Ik = nodes;
+    t.I0 = reinterpret_cast<const Mat6*>(nodes + 10 * nn);
+    t.I = six ? scratch<23>(t.nn, Mat6{}).data() : nullptr;
+    if (six) reset_inertias(t);
+    return t;
+  }
+  t.Ik = node_inertias(t, scratch<0>(10 * t.nn, 0.0).data());
   t.I0 = t.I = nullptr;
   if (!six) return t;  // the kernels that read only the compact rows
   Mat6* I0 = scratch<1>(t.nn, Mat6{}).data();
-  for (int k = 0; k < t.nn; ++k) inertia6(&acc[10 * k], I0[k]);
+  for (int k = 0; k < t.nn; ++k) inertia6(&t.Ik[10 * k], I0[k]);
   t.I0 = I0;
   t.I = scratch<23>(t.nn, Mat6{}).data();
   reset_inertias(t);
@@ -324,7 +352,7 @@ Tree make_tree(const int32_t* mi, const double* mf, bool six = true) {
 }
 
 // Xup = X_J Xtree of node k.
-void node_transform(const Tree& t, int k, const double* q, Xf& X) {
+HOT void node_transform(const Tree& t, int k, const double* q, Xf& X) {
   double rJ[3];
   joint_transform(t.kind[k], t.axes + 6 * (k - 1), q + t.qi[k], X.E, rJ);
   const int b = t.first_body[k];
@@ -347,13 +375,17 @@ void node_transform(const Tree& t, int k, const double* q, Xf& X) {
 
 // The model's buffers, the same for every kernel (make_tree).
 #define MODEL_ARGS ffi::Buffer<ffi::S32> model_i, ffi::Buffer<ffi::F64> model_f
-#define MODEL_TREE make_tree(model_i.typed_data(), model_f.typed_data())
+#define MODEL_TREE \
+  make_tree(model_i.typed_data(), model_f.typed_data(), model_f.element_count())
 // the same without the 6x6 node inertias, for the kernels that read only the compact rows
-#define MODEL_TREE_COMPACT make_tree(model_i.typed_data(), model_f.typed_data(), false)
+#define MODEL_TREE_COMPACT \
+  make_tree(model_i.typed_data(), model_f.typed_data(), model_f.element_count(), false)
 
 // Velocities v, the joint velocities vJc each joint's last node collects, and Xup.
 void velocities(const Tree& t, const double* q, const double* qd, std::vector<Xf>& Xup,
                 std::vector<double>& v, std::vector<double>& vJc) {
+  std::fill(v.begin(), v.begin() + 6, 0.0);  // the world is at rest
+  std::fill(vJc.begin(), vJc.begin() + 6 * t.nn, 0.0);  // the loop adds into it
   for (int k = 1; k < t.nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
     node_transform(t, k, q, Xup[k]);
@@ -364,6 +396,25 @@ void velocities(const Tree& t, const double* q, const double* qd, std::vector<Xf
       v[6 * k + i] = vp[i] + vJ;
       vJc[6 * t.bias_to[k] + i] += vJ;
     }
+  }
+}
+
+// ABA's outward pass (Featherstone 2008, Table 7.1, third loop) from the factors U, D and
+// the joint forces u of the inward one: a_k = Xup_k a_p + c_k, qdd_k = (u_k - U_k . a_k) /
+// D_k, a_k += S_k qdd_k. a holds the world's acceleration on entry; c == nullptr: at rest.
+void aba_outward(const Tree& t, const std::vector<Xf>& Xup, const double* U, const double* D,
+                 const double* u, const double* c, double* a, double* qdd) {
+  for (int k = 1; k < t.nn; ++k) {
+    const double* S = t.axes + 6 * (k - 1);
+    double ap[6], Ua = 0;
+    apply(Xup[k], &a[6 * t.parent[k]], ap);
+    for (int i = 0; i < 6; ++i) {
+      if (c != nullptr) ap[i] += c[6 * k + i];
+      Ua += U[6 * k + i] * ap[i];
+    }
+    const double x = (u[k] - Ua) / D[k];
+    qdd[k - 1] = x;
+    for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * x;
   }
 }
 
@@ -407,29 +458,20 @@ void aba_one(const Tree& t, const double* arm, const double* g, const double* q,
     const int p = t.parent[k];
     if (p == 0) continue;  // the world's articulated inertia is never read
     Mat6 Ia;
-    double pa[6], Iac[6], f[6];
+    double pa[6], Iac[6], f[6], Ud[6];
+    const double dinv = 1 / d;  // one division per node, not 42
+    for (int i = 0; i < 6; ++i) Ud[i] = Uk[i] * dinv;
     for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) Ia.m[i][j] = IA[k].m[i][j] - Uk[i] * Uk[j] / d;
+      for (int j = 0; j < 6; ++j) Ia.m[i][j] = IA[k].m[i][j] - Ud[i] * Uk[j];
     mv(Ia, &c[6 * k], Iac);
-    for (int i = 0; i < 6; ++i) pa[i] = pA[6 * k + i] + Iac[i] + Uk[i] * u[k] / d;
+    for (int i = 0; i < 6; ++i) pa[i] = pA[6 * k + i] + Iac[i] + Ud[i] * u[k];
     add_congruence(Xup[k], Ia, IA[p]);
     apply_T(Xup[k], pa, f);
     for (int i = 0; i < 6; ++i) pA[6 * p + i] += f[i];
   }
   // the world accelerates at -g: gravity without a force on every body
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
-  for (int k = 1; k < nn; ++k) {
-    const double* S = t.axes + 6 * (k - 1);
-    double ap[6], Ua = 0;
-    apply(Xup[k], &a[6 * t.parent[k]], ap);
-    for (int i = 0; i < 6; ++i) {
-      ap[i] += c[6 * k + i];
-      Ua += U[6 * k + i] * ap[i];
-    }
-    const double x = (u[k] - Ua) / D[k];
-    qdd[k - 1] = x;
-    for (int i = 0; i < 6; ++i) a[6 * k + i] = ap[i] + S[i] * x;
-  }
+  aba_outward(t, Xup, U.data(), D.data(), u.data(), c.data(), a.data(), qdd);
   if (aux == nullptr) return;
   double* X = aux;
   for (int k = 0; k < nn; ++k) {
@@ -493,6 +535,18 @@ void subtree_forces(const Tree& t, const std::vector<Xf>& Xup, const std::vector
   }
 }
 
+// RNEA's per-node quantities (rnea_passes): Xup, v, the joint velocities vJc, a and the
+// subtree forces f, in per-thread buffers shared by the kernels that run the passes
+// (which write every entry they read: velocities, rnea_passes).
+struct Passes {
+  std::vector<Xf>& Xup;
+  std::vector<double>&v, &vJc, &a, &f;
+  explicit Passes(int nn)
+      : Xup(scratch_unset<2, Xf>(nn)), v(scratch_unset<3, double>(6 * nn)),
+        vJc(scratch_unset<4, double>(6 * nn)), a(scratch_unset<10, double>(6 * nn)),
+        f(scratch_unset<6, double>(6 * nn)) {}
+};
+
 // RNEA's passes (Featherstone 2008, Table 5.1): Xup, v, vJc, a and the subtree forces f
 // (each node's own force plus its children's, in its frame).
 void rnea_passes(const Tree& t, const double* q, const double* qd, const double* qdd,
@@ -500,6 +554,7 @@ void rnea_passes(const Tree& t, const double* q, const double* qd, const double*
                  std::vector<double>& vJc, std::vector<double>& a, std::vector<double>& f) {
   const int nn = t.nn;
   velocities(t, q, qd, Xup, v, vJc);
+  a[0] = a[1] = a[2] = 0;
   a[3] = -g[0]; a[4] = -g[1]; a[5] = -g[2];
   for (int k = 1; k < nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
@@ -515,12 +570,9 @@ void rnea_passes(const Tree& t, const double* q, const double* qd, const double*
 void rnea_one(const Tree& t, const double* arm, const double* g, const double* q,
               const double* qd, const double* qdd, double* tau) {
   const int nn = t.nn;
-  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
-  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
-  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
-  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
-  std::vector<double>& f = scratch<6>(6 * nn, 0.0);
-  rnea_passes(t, q, qd, qdd, g, Xup, v, vJc, a, f);
+  Passes P(nn);
+  rnea_passes(t, q, qd, qdd, g, P.Xup, P.v, P.vJc, P.a, P.f);
+  const std::vector<double>& f = P.f;
   for (int k = 1; k < nn; ++k) {
     const double* S = t.axes + 6 * (k - 1);
     double x = arm[k - 1] * qdd[k - 1];
@@ -1019,16 +1071,12 @@ ffi::Error RneaVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> 
   Tree t = MODEL_TREE_COMPACT;
   const int nn = t.nn, nv = nn - 1;
   const int64_t B = batch_of(q_b), nq = q_b.element_count() / B;
-  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
-  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
-  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
-  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
-  std::vector<double>& F = scratch<6>(6 * nn, 0.0);
+  Passes P(nn);
+  auto& [Xup, v, vJc, a, F] = P;
   for (int64_t s = 0; s < B; ++s) {
     const double* q = q_b.typed_data() + s * nq;
     const double* qd = qd_b.typed_data() + s * nv;
     const double* qdd = qdd_b.typed_data() + s * nv;
-    if (s) std::fill(vJc.begin(), vJc.end(), 0.0);  // velocities() adds into it
     rnea_passes(t, q, qd, qdd, t.g, Xup, v, vJc, a, F);
     rnea_sweep(t, q, nq, qd, qdd, lam_b.typed_data() + s * nv, Xup, v, vJc, a, F,
                vjp_out(VJP_OUT, t, nq, s));
@@ -1048,11 +1096,8 @@ ffi::Error FdVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd
   Tree t = MODEL_TREE_COMPACT;
   const int nn = t.nn, nv = nn - 1;
   const int64_t B = batch_of(q_b), nq = q_b.element_count() / B;
-  std::vector<Xf>& Xup = scratch<2>(nn, Xf{});
-  std::vector<double>& v = scratch<3>(6 * nn, 0.0);
-  std::vector<double>& vJc = scratch<4>(6 * nn, 0.0);
-  std::vector<double>& a = scratch<10>(6 * nn, 0.0);
-  std::vector<double>& F = scratch<6>(6 * nn, 0.0);
+  Passes P(nn);
+  auto& [Xup, v, vJc, a, F] = P;
   double* u = scratch<24>(nn, 0.0).data();
   double* pA = scratch<25>(6 * nn, 0.0).data();
   double* acc = scratch<26>(6 * nn, 0.0).data();  // the world at rest: a_0 = 0
@@ -1087,16 +1132,8 @@ ffi::Error FdVjp(MODEL_ARGS, ffi::Buffer<ffi::F64> q_b, ffi::Buffer<ffi::F64> qd
       apply_T(Xup[k], pa, f);
       for (int i = 0; i < 6; ++i) pA[6 * p + i] += f[i];
     }
-    for (int k = 1; k < nn; ++k) {
-      const double* S = t.axes + 6 * (k - 1);
-      double ap[6], Ua = 0;
-      apply(Xup[k], &acc[6 * t.parent[k]], ap);
-      for (int i = 0; i < 6; ++i) Ua += U[6 * k + i] * ap[i];
-      const double x = (u[k] - Ua) / D[k];
-      udd[k - 1] = x;
-      minus_u[k - 1] = -x;
-      for (int i = 0; i < 6; ++i) acc[6 * k + i] = ap[i] + S[i] * x;
-    }
+    aba_outward(t, Xup, U, D, u, nullptr, acc, udd);
+    for (int i = 0; i < nv; ++i) minus_u[i] = -udd[i];
     subtree_forces(t, Xup, v, a, F);
     const VjpOut o = vjp_out(VJP_OUT, t, nq, s);
     const double* q = q_b.typed_data() + s * nq;

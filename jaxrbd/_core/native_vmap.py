@@ -130,20 +130,10 @@ def _native_vmap(batched_impl, batch_first, kernel=None):
         return jax.tree_util.tree_map(unbatch, out)
 
     def rule(axis_size, in_batched, model, *arrays):
-        model_b, arr_b = in_batched[0], in_batched[1:]
-        if any(jax.tree_util.tree_leaves(model_b)):
-            # a batch of models (stacked leaves): ordinary batching of the plain code
-            axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
-                0 if b else None for b in arr_b
-            )
-            return jax.vmap(plain, in_axes=axes)(model, *arrays)
-        if kernel is not None:
-            # a batch of states of one model on the native kernel: one call for the batch
-            leading = tuple(a if b else jnp.broadcast_to(a, (axis_size,) + a.shape)
-                            for a, b in zip(arrays, arr_b))
-            out = kernel(model, *leading, batch=True)
-            if out is not None:
-                return out
+        arr_b = in_batched[1:]
+        out = kernel_batch_rule(plain, kernel, axis_size, in_batched, model, *arrays)
+        if out is not None:
+            return out
         trailing = tuple(
             jnp.moveaxis(a, 0, -1) if b else jnp.broadcast_to(a[..., None], a.shape + (axis_size,))
             for a, b in zip(arrays, arr_b)
@@ -151,6 +141,26 @@ def _native_vmap(batched_impl, batch_first, kernel=None):
         return jax.tree_util.tree_map(rebatch, run(model, *trailing))
 
     return _with_vmap_rule(plain, rule, kernel)
+
+
+def kernel_batch_rule(plain, kernel, axis_size, in_batched, model, *arrays):
+    """The batching of a native kernel's call ``plain(model, *arrays)`` shared by
+    `native_vmap` and the kernel rules: a batch of models (stacked leaves) is ordinary
+    batching of ``plain``; a batch of states of one model is one call of
+    ``kernel(model, *states, batch=True)`` (``kernel`` may be ``None`` or return
+    ``None``: then this returns ``None`` for the caller's own rule), the unbatched states
+    broadcast to the batch on a leading axis."""
+    model_b, arr_b = in_batched[0], in_batched[1:]
+    if any(jax.tree_util.tree_leaves(model_b)):
+        axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_b),) + tuple(
+            0 if b else None for b in arr_b
+        )
+        return jax.vmap(plain, in_axes=axes)(model, *arrays)
+    if kernel is None:
+        return None
+    leading = tuple(a if b else jnp.broadcast_to(a, (axis_size,) + a.shape)
+                    for a, b in zip(arrays, arr_b))
+    return kernel(model, *leading, batch=True)
 
 
 def _with_vmap_rule(plain, rule, kernel=None):
