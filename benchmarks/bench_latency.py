@@ -16,7 +16,9 @@ each ``Model.traversal`` named by ``--traversals`` (``auto``, the default schedu
 ``dense``, the opt-in single-state schedule; ``kernel``, one state's dynamics, their
 derivative matrices and their reverse mode as native C++ kernels, `jaxrbd._core.ffi`). A ``dispatch``
 row times a jitted function of the same arguments that only returns ``q``: the floor
-JAX's call overhead puts under every ``arg`` row (flattening the model pytree included).
+JAX's call overhead puts under every ``arg`` row (flattening the model pytree included);
+a second one, a jitted ``q * 2`` of the state arguments alone, the floor under the
+``closed`` rows (one kernel, one output).
 
 A ``rollout`` row (with ``MENAGERIE_ROOT`` set to a MuJoCo Menagerie checkout, else
 skipped with the reason) times one trajectory of ``--rollout-steps`` semi-implicit Euler
@@ -140,6 +142,13 @@ def run_robot(name, floating, args, rows):
     rows.append({"robot": name, "function": "dispatch", "model": "arg",
                  "time_s": d["min_s"], "median_s": d["median_s"]})
     print(f"{name}: dispatch floor (model as argument) {C.fmt_time(d['min_s'])}", flush=True)
+    # the floor under every `closed` row: one elementwise kernel of the state arguments
+    floor = jax.jit(lambda q, qd, x: q * 2)
+    d = C.time_jax(floor, qj, vj, wj, budget_s=args.budget)
+    rows.append({"robot": name, "function": "dispatch", "model": "closed",
+                 "time_s": d["min_s"], "median_s": d["median_s"]})
+    print(f"{name}: dispatch floor (model closed over, q * 2) {C.fmt_time(d['min_s'])}",
+          flush=True)
     for fn, traversal in ((fn, t) for t in args.traversals for fn in args.functions):
         model = base.with_traversal(traversal)
         f = jax_function(fn)
