@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._core import algebra as al
+from ._core import ffi_move
 from ._core.checks import as_float, check_state, check_vector
 from ._core.rotation import (
     cross_c,
@@ -166,7 +167,16 @@ def advance(model, q, v_move, v_end, dt, mover=None, rows=None):
 
 
 def move(model, q, v, dt):
-    """``q (+) v dt`` on the joint manifolds (`integrate` without the checks), `(nq,)`."""
+    """``q (+) v dt`` on the joint manifolds (`integrate` without the checks), `(nq,)`;
+    one native kernel, and one for its transpose, for a model of traversal ``"kernel"``
+    (`jaxrbd._core.ffi_move`)."""
+    if ffi_move.supported(model, q, v, dt):
+        return ffi_move.move(model, q, v, dt, move_xla)
+    return move_xla(model, q, v, dt)
+
+
+def move_xla(model, q, v, dt):
+    """`move` as an XLA program (`integrate_batched` of one state)."""
     return integrate_batched(model, q[:, None], v[:, None], dt)[:, 0]
 
 
