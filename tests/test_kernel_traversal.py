@@ -273,3 +273,48 @@ def test_coupled_models_take_the_traversal():
     v = jnp.linspace(-1.0, 1.0, cm.nv)
     fd = jax.jit(jaxrbd.forward_dynamics)
     assert_allclose(fd(ck, q, v, v), fd(cm, q, v, v), rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("at_rest", [False, True])
+def test_the_configuration_move_kernel_equals_the_xla_program(model, at_rest):
+    # `_configuration.move` on `ffi_move.cc` (its transpose too) against the XLA program:
+    # values, reverse and forward mode, batches and second derivatives, at rest included
+    # (the exponential's Taylor branch)
+    from jaxrbd import _configuration as cfg
+    from jaxrbd._core import ffi_move
+
+    mk = model.with_traversal("kernel")
+    q, v, _ = _state(model, seed=3)
+    v = 0 * v if at_rest else v
+    ct = jnp.cos(jnp.arange(model.nq))
+    dt = jnp.asarray(0.01)
+    assert ffi_move.supported(mk, q, v, dt)
+    assert not ffi_move.supported(model.with_traversal("auto"), q, v, dt)
+
+    def native(q, v, dt):
+        return cfg.move(mk, q, v, dt)
+
+    def xla(q, v, dt):
+        return cfg.move_xla(mk, q, v, dt)
+
+    def loss(f):
+        return lambda q, v, dt: jnp.sum(jnp.sin(f(q, v, dt)) * ct)
+
+    def close(a, b):
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+            assert np.all(np.isfinite(x))
+            assert_allclose(x, y, rtol=1e-12, atol=1e-13)
+
+    close(jax.jit(native)(q, v, dt), xla(q, v, dt))
+    grad = functools.partial(jax.grad, argnums=(0, 1, 2))
+    close(jax.jit(grad(loss(native)))(q, v, dt), grad(loss(xla))(q, v, dt))
+    tangents = (jnp.ones_like(q), jnp.ones_like(v), jnp.asarray(0.5))
+    close(jax.jvp(native, (q, v, dt), tangents), jax.jvp(xla, (q, v, dt), tangents))
+    Q, V = jnp.stack([q, 2 * q]), jnp.stack([v, -v])
+    close(jax.vmap(native, (0, 0, None))(Q, V, dt), jax.vmap(xla, (0, 0, None))(Q, V, dt))
+    close(jax.vmap(grad(loss(native)), (0, 0, None))(Q, V, dt),
+          jax.vmap(grad(loss(xla)), (0, 0, None))(Q, V, dt))
+    close(jax.hessian(loss(native))(q, v, dt), jax.hessian(loss(xla))(q, v, dt))
+    # reverse mode is the two kernels, not the XLA program's transpose
+    text = jax.jit(grad(loss(native))).lower(q, v, dt).as_text()
+    assert "@jaxrbd_move(" in text and "@jaxrbd_move_vjp(" in text

@@ -24,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ffi
-from .backend import on_cpu
 from .native_linear import LinearMap, apply, pair
 
 __all__ = ["library", "move", "supported"]
@@ -42,11 +41,10 @@ def library():
 
 
 def supported(model, q, v, dt) -> bool:
-    """Whether the move of one state (traced or not) runs natively: a model of traversal
-    ``"kernel"``, float64 arguments, on the CPU."""
-    return (getattr(model, "traversal", None) == "kernel" and q.ndim == 1 and v.ndim == 1
-            and jnp.ndim(dt) == 0
-            and all(jnp.result_type(x) == jnp.float64 for x in (q, v, dt)) and on_cpu())
+    """Whether the move of one state (traced or not) runs natively: where the model's
+    dynamics do (`jaxrbd._core.ffi.supported`), for float64 ``v`` and scalar ``dt``."""
+    return (ffi.supported(model, q) and v.ndim == 1 and jnp.ndim(dt) == 0
+            and jnp.result_type(v) == jnp.float64 and jnp.result_type(dt) == jnp.float64)
 
 
 def table(model) -> np.ndarray:
