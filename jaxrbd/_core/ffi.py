@@ -20,6 +20,8 @@ What runs natively, and what does not:
   sweep of RNEA (`rnea_vjp`, `fd_vjp` with ``H^-1`` from the primal ABA's factors;
   `jaxrbd._kernel_rules`), and `jax.vmap` of them over states of one model
   (`jax.jacrev` too): one call whose C++ loops over the batch;
+* a time step's configuration move ``q (+) v dt`` and its transpose, for the models
+  whose dynamics run natively (`jaxrbd._core.ffi_move`, its own source file);
 * everything else runs the ``"auto"`` program, with the same results: other functions,
   batches of models (stacked leaves), forward-mode derivatives (`jax.jvp`
   differentiates the XLA program, `jaxrbd._core.native_vmap`), float32, other devices,

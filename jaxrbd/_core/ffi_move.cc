@@ -10,7 +10,7 @@
 //
 // The vector-Jacobian product differentiates the same code in forward mode: each joint's
 // move runs once on dual numbers with one derivative slot per input of that joint (at
-// most 14: a free joint's 7 coordinates, 6 velocities and dt), and the cotangent is
+// most 11: a free joint's quaternion, 6 velocities and dt), and the cotangent is
 // contracted with the resulting Jacobian. Only the branch taken is evaluated, so the
 // derivatives at rest are those of the Taylor series, finite.
 //
@@ -218,30 +218,33 @@ void move_one(ffi::Span<const int64_t> t, const double* q, const double* v, doub
   }
 }
 
-// One joint's vector-Jacobian product by forward mode: nq coordinates, nv velocities and
-// dt as N = nq + nv + 1 seeded duals; the cotangent ct (nq) of the joint's move
-// contracted with each direction.
-template <int NQ, int NV, class Move>
+// One joint's vector-Jacobian product by forward mode: the joint's nq coordinates after
+// the first P, its nv velocities and dt as N = nq - P + nv + 1 seeded duals, and the
+// cotangent ct (nq) of the joint's move contracted with each direction. The first P
+// coordinates (a free joint's origin) enter the move as ``p + step``, ``step``
+// independent of them: their cotangent is ct's, and they take no direction.
+template <int NQ, int NV, int P, class Move>
 void joint_vjp(Move f, const double* q, const double* v, double dt, const double* ct,
                double* qb, double* vb, double* dtb) {
-  constexpr int N = NQ + NV + 1;
+  constexpr int N = NQ - P + NV + 1;
   Dual<N> qd[NQ], vd[NV], dtd(dt), out[NQ];
   for (int i = 0; i < NQ; ++i) {
     qd[i] = Dual<N>(q[i]);
-    qd[i].d[i] = 1.0;
+    if (i >= P) qd[i].d[i - P] = 1.0;
   }
   for (int i = 0; i < NV; ++i) {
     vd[i] = Dual<N>(v[i]);
-    vd[i].d[NQ + i] = 1.0;
+    vd[i].d[NQ - P + i] = 1.0;
   }
-  dtd.d[NQ + NV] = 1.0;
+  dtd.d[N - 1] = 1.0;
   f(qd, vd, dtd, out);
   double g[N] = {};
   for (int o = 0; o < NQ; ++o)
     for (int k = 0; k < N; ++k) g[k] += ct[o] * out[o].d[k];
-  for (int i = 0; i < NQ; ++i) qb[i] = g[i];
-  for (int i = 0; i < NV; ++i) vb[i] = g[NQ + i];
-  *dtb += g[NQ + NV];
+  for (int i = 0; i < P; ++i) qb[i] = ct[i];
+  for (int i = P; i < NQ; ++i) qb[i] = g[i - P];
+  for (int i = 0; i < NV; ++i) vb[i] = g[NQ - P + i];
+  *dtb += g[N - 1];
 }
 
 void vjp_one(ffi::Span<const int64_t> t, const double* q, const double* v, double dt,
@@ -256,10 +259,10 @@ void vjp_one(ffi::Span<const int64_t> t, const double* q, const double* v, doubl
         *dtb += ct[bl.qs + i] * v[bl.vs + i];
       }
     } else if (bl.kind == 1) {
-      joint_vjp<4, 3>([](auto* q_, auto* v_, auto& dt_, auto* o_) { spherical(q_, v_, dt_, o_); },
+      joint_vjp<4, 3, 0>([](auto* q_, auto* v_, auto& dt_, auto* o_) { spherical(q_, v_, dt_, o_); },
                       q + bl.qs, v + bl.vs, dt, ct + bl.qs, qb + bl.qs, vb + bl.vs, dtb);
     } else {
-      joint_vjp<7, 6>([](auto* q_, auto* v_, auto& dt_, auto* o_) { free_joint(q_, v_, dt_, o_); },
+      joint_vjp<7, 6, 3>([](auto* q_, auto* v_, auto& dt_, auto* o_) { free_joint(q_, v_, dt_, o_); },
                       q + bl.qs, v + bl.vs, dt, ct + bl.qs, qb + bl.qs, vb + bl.vs, dtb);
     }
   }
