@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import weakref
 
 import equinox as eqx
 import jax
@@ -12,6 +13,66 @@ import numpy as np
 from jaxtyping import Array, Float
 
 __all__ = ["Model"]
+
+
+class _Structure:
+    """A `Model`'s static structure (topology, joint kinds, index tables, sizes, traversal)
+    as one immutable value: the Model's pytree aux data.
+
+    jit compares a Model argument's aux data with that of its cached programs on every
+    call. Structures are interned (equal parts give the same object, held weakly while
+    a model uses it), so that comparison is an identity test, also for two separately
+    loaded models of one robot, which share compiled programs.
+    """
+
+    _PARTS = (
+        "body_names", "body_parent", "body_node", "body_fixed", "joint_kind", "joint_label",
+        "joint_name", "q_start", "v_start", "node_parent", "node_body", "nq", "nv",
+        "traversal",
+    )
+    __slots__ = (*_PARTS, "_hash", "__weakref__")
+    _interned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def __new__(cls, *parts):
+        if len(parts) != len(cls._PARTS):
+            raise TypeError(f"_Structure takes {len(cls._PARTS)} parts, got {len(parts)}")
+        # the type goes into the key: interning must not turn 1 into True or 1.0
+        key = tuple((type(p), p) for p in parts)
+        self = cls._interned.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            for name, value in zip(cls._PARTS, parts):
+                object.__setattr__(self, name, value)
+            object.__setattr__(self, "_hash", hash(key))
+            cls._interned[key] = self
+        return self
+
+    def parts(self) -> dict:
+        return {name: getattr(self, name) for name in self._PARTS}
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a Model's structure is immutable: cannot set {name!r}")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    # equal parts are one object (interning), so equality is identity: object.__eq__
+
+    def __reduce__(self):
+        # unpickling interns again (and recomputes the hash: str hashes vary by process)
+        return (_Structure, tuple(getattr(self, name) for name in self._PARTS))
+
+    def __repr__(self) -> str:
+        return (f"_Structure(nbodies={len(self.body_names)}, nq={self.nq}, nv={self.nv}, "
+                f"traversal={self.traversal!r})")
+
+
+def _structure_part(name: str, doc: str) -> property:
+    """A read-only `Model` attribute that reads ``name`` of its `_Structure`."""
+    def get(self):
+        return getattr(self._structure, name)
+
+    return property(get, doc=doc)
 
 
 class Model(eqx.Module):
@@ -81,20 +142,55 @@ class Model(eqx.Module):
     armature: Float[Array, "nv"]
 
     # ---- structure (static) ----
-    body_names: tuple[str, ...] = eqx.field(static=True)
-    body_parent: tuple[int, ...] = eqx.field(static=True)
-    body_node: tuple[int, ...] = eqx.field(static=True)
-    body_fixed: tuple[bool, ...] = eqx.field(static=True)
-    joint_kind: tuple[str, ...] = eqx.field(static=True)  # per body
-    joint_label: tuple[str, ...] = eqx.field(static=True)  # per body: constructor name
-    joint_name: tuple[str, ...] = eqx.field(static=True)  # per body
-    q_start: tuple[int, ...] = eqx.field(static=True)  # per body
-    v_start: tuple[int, ...] = eqx.field(static=True)  # per body
-    node_parent: tuple[int, ...] = eqx.field(static=True)
-    node_body: tuple[int, ...] = eqx.field(static=True)
-    nq: int = eqx.field(static=True)
-    nv: int = eqx.field(static=True)
-    traversal: str = eqx.field(static=True, default="auto")
+    # One static field, so that jit's per-call cache check of a Model argument compares
+    # one object (`_Structure`: identity first, cached hash) and equinox's generated
+    # flatten and unflatten move one value; its parts read as attributes below.
+    _structure: _Structure = eqx.field(static=True)
+
+    body_names = _structure_part("body_names", "Body names, world first (row 0).")
+    body_parent = _structure_part("body_parent", "Parent body of each body (-1 for the world).")
+    body_node = _structure_part("body_node", "Node each body moves with (0: the world).")
+    body_fixed = _structure_part("body_fixed", "Whether each body is attached by a fixed joint.")
+    joint_kind = _structure_part("joint_kind", "Joint kind per body (``'fixed'`` for the world).")
+    joint_label = _structure_part("joint_label", "Joint constructor name per body.")
+    joint_name = _structure_part("joint_name", "Joint name per body (``'world'`` for row 0).")
+    q_start = _structure_part("q_start", "First ``q`` index of each body's joint.")
+    v_start = _structure_part("v_start", "First ``v`` index of each body's joint.")
+    node_parent = _structure_part("node_parent", "Parent node of each node (-1 for node 0).")
+    node_body = _structure_part("node_body", "Body each node belongs to.")
+    nq = _structure_part("nq", "Length of ``q``.")
+    nv = _structure_part("nv", "Length of ``v``, ``qd``, ``qdd`` and ``tau``.")
+    traversal = _structure_part("traversal", "The recursion schedule (`with_traversal`).")
+
+    # equinox's `Module.__getattribute__` (which wraps bound methods as pytrees) is a
+    # Python call on every attribute read, the two `__dict__` reads of each flatten
+    # included; a Model's methods are not passed as pytrees.
+    __getattribute__ = object.__getattribute__
+
+    def __init__(
+        self, *, gravity, inertia, Xtree_E, Xtree_r, axes, q_lower, q_upper,
+        velocity_limit, effort_limit, damping, friction, stiffness, spring_reference,
+        armature, body_names, body_parent, body_node, body_fixed, joint_kind, joint_label,
+        joint_name, q_start, v_start, node_parent, node_body, nq, nv, traversal="auto",
+    ):
+        self.gravity = gravity
+        self.inertia = inertia
+        self.Xtree_E = Xtree_E
+        self.Xtree_r = Xtree_r
+        self.axes = axes
+        self.q_lower = q_lower
+        self.q_upper = q_upper
+        self.velocity_limit = velocity_limit
+        self.effort_limit = effort_limit
+        self.damping = damping
+        self.friction = friction
+        self.stiffness = stiffness
+        self.spring_reference = spring_reference
+        self.armature = armature
+        self._structure = _Structure(
+            body_names, body_parent, body_node, body_fixed, joint_kind, joint_label,
+            joint_name, q_start, v_start, node_parent, node_body, nq, nv, traversal,
+        )
 
     def __check_init__(self):
         nb = len(self.body_names)
@@ -215,7 +311,9 @@ class Model(eqx.Module):
         forward dynamics on the CPU as one compiled C++ kernel (`jaxrbd._core.ffi`: what
         it covers, and the C++ compiler it needs at first use), and the rest as
         ``"auto"``."""
-        return dataclasses.replace(self, traversal=traversal)
+        leaves = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name != "_structure"}
+        return Model(**leaves, **(self._structure.parts() | {"traversal": traversal}))
 
     def astype(self, dtype) -> Model:
         """The same model with every leaf cast to ``dtype`` (e.g. ``jnp.float32``)."""
