@@ -8,10 +8,15 @@ compiled HLO (`benchmarks/_common.count_kernels`: while bodies times their trip 
 and bound them, so that a change which brings back a per-node loop (a scan over the
 tree, a scatter on one state, a gather whose transpose is a scatter under `jax.grad`)
 fails here instead of in a benchmark. Timings are in ``benchmarks/bench_latency.py``.
+
+The Python side of a call is guarded too: jit compares a `Model` argument's static
+structure with its cached programs' on every call, so that structure is one interned
+value (`jaxrbd._model._Structure`) and the comparison an identity test.
 """
 
 from __future__ import annotations
 
+import pickle
 import re
 import sys
 from pathlib import Path
@@ -92,3 +97,36 @@ def test_count_kernels_counts_loop_bodies():
     ten = count_kernels(jax.jit(f).lower(jnp.ones(3)).compile().as_text())
     assert one >= 1
     assert 10 <= ten <= 10 * (one + 4) + 4
+
+
+def test_model_structure_is_one_value_shared_across_loads():
+    """Two separate loads of one robot share one structure object (equal, one hash) and
+    one compiled program; another traversal is another structure and another program."""
+    a = jaxrbd.load_urdf(DATA / "talos.urdf", floating_base=True)
+    b = jaxrbd.load_urdf(DATA / "talos.urdf", floating_base=True)
+    assert a.inertia is not b.inertia
+    assert a._structure is b._structure
+    assert a._structure == b._structure and hash(a._structure) == hash(b._structure)
+    ta, tb = jax.tree_util.tree_structure(a), jax.tree_util.tree_structure(b)
+    assert ta == tb and hash(ta) == hash(tb)
+    # the static structure is the pytree's one static value; the leaves are the arrays
+    assert ta.num_leaves == 14 and ta.num_nodes == 15
+    assert jax.tree_util.tree_unflatten(ta, jax.tree_util.tree_leaves(b))._structure is (
+        a._structure)
+    assert pickle.loads(pickle.dumps(a))._structure is a._structure
+
+    traces = []
+
+    @jax.jit
+    def f(model, q):
+        traces.append(model.traversal)
+        return q + model.inertia[1, 0]
+
+    q = jnp.zeros(a.nq)
+    np.testing.assert_array_equal(f(a, q), f(b, q))
+    assert traces == ["auto"] and f._cache_size() == 1
+    c = b.with_traversal("dense")
+    assert c._structure is not a._structure and c._structure != a._structure
+    assert (c.body_names, c.node_parent, c.nq, c.nv) == (a.body_names, a.node_parent, 39, 38)
+    f(c, q)
+    assert traces == ["auto", "dense"] and f._cache_size() == 2
