@@ -168,7 +168,7 @@ class Model(eqx.Module):
     __getattribute__ = object.__getattribute__
 
     def __init__(
-        self, *, gravity, inertia, Xtree_E, Xtree_r, axes, q_lower, q_upper,
+        self, gravity, inertia, Xtree_E, Xtree_r, axes, q_lower, q_upper,
         velocity_limit, effort_limit, damping, friction, stiffness, spring_reference,
         armature, body_names, body_parent, body_node, body_fixed, joint_kind, joint_label,
         joint_name, q_start, v_start, node_parent, node_body, nq, nv, traversal="auto",
