@@ -30,7 +30,7 @@ class _Structure:
         "joint_name", "q_start", "v_start", "node_parent", "node_body", "nq", "nv",
         "traversal",
     )
-    __slots__ = (*_PARTS, "_hash", "__weakref__")
+    __slots__ = (*_PARTS, "_key", "_hash", "__weakref__")
     _interned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def __new__(cls, *parts):
@@ -43,6 +43,7 @@ class _Structure:
             self = object.__new__(cls)
             for name, value in zip(cls._PARTS, parts):
                 object.__setattr__(self, name, value)
+            object.__setattr__(self, "_key", key)
             object.__setattr__(self, "_hash", hash(key))
             cls._interned[key] = self
         return self
@@ -56,7 +57,14 @@ class _Structure:
     def __hash__(self) -> int:
         return self._hash
 
-    # equal parts are one object (interning), so equality is identity: object.__eq__
+    def __eq__(self, other) -> bool:
+        # jit's comparison stops at identity before calling this; the parts decide for
+        # two equal structures built at once by two threads (interning is not locked)
+        if self is other:
+            return True
+        if type(other) is not _Structure:
+            return NotImplemented
+        return self._hash == other._hash and self._key == other._key
 
     def __reduce__(self):
         # unpickling interns again (and recomputes the hash: str hashes vary by process)
@@ -143,7 +151,7 @@ class Model(eqx.Module):
 
     # ---- structure (static) ----
     # One static field, so that jit's per-call cache check of a Model argument compares
-    # one object (`_Structure`: identity first, cached hash) and equinox's generated
+    # one interned object (`_Structure`: an identity test) and equinox's generated
     # flatten and unflatten move one value; its parts read as attributes below.
     _structure: _Structure = eqx.field(static=True)
 
