@@ -125,7 +125,7 @@ def solo12_scene():
     tau_ff, fz, _ = corpus.feed_forward(model, contacts, qref)
     s = dict(model=model, feet=contacts, qref=qref, gains=_bandwidth_gains(model, qref),
              tau_ff=tau_ff, ff_forces=fz)
-    mj_s, _ = bench_ground.time_mujoco(urdf, items, qref, nstep=200)
+    mj_s = bench_ground.time_mujoco(urdf, items, qref, nstep=200)
     return s, mj_s
 
 
