@@ -159,7 +159,7 @@ def phases(model, s, qs, qds, info, budget):
     p = ground.HardContact()
     dt = jnp.asarray(DT)
     terms = lambda q, qd, tau: ground._hard_terms(model, k, q, qd, tau, dt, feet, plane, p)  # noqa: E731
-    _, _, mu, A, c, _, _, _ = terms(q, qd, tau)
+    _, _, mu, A, c, _, _ = terms(q, qd, tau)
     native = ground._native(model)
 
     def solve(A, c, mu, lam0):
