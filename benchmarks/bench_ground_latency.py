@@ -158,8 +158,14 @@ def phases(model, s, qs, qds, info, budget):
     k = model_kernels(model)
     p = ground.HardContact()
     dt = jnp.asarray(DT)
-    terms = lambda q, qd, tau: ground._hard_terms(model, k, q, qd, tau, dt, feet, plane, p)  # noqa: E731
-    _, _, mu, A, c, _, _ = terms(q, qd, tau)
+
+    def terms(q, qd, tau):
+        # the arrays of `_hard_terms` (its impulse-velocity map is a function)
+        gap, frame, mu, A, c, _, v_free = ground._hard_terms(model, k, q, qd, tau, dt, feet,
+                                                             plane, p)
+        return gap, frame, mu, A, c, v_free
+
+    _, _, mu, A, c, _ = terms(q, qd, tau)
     native = ground._native(model)
 
     def solve(A, c, mu, lam0):
