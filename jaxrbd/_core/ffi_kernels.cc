@@ -333,20 +333,18 @@ Tree make_tree(const int32_t* mi, const double* mf, int64_t nf, bool six = true)
   t.E = mf; t.r = t.E + 9 * nb; t.inertia = t.r + 3 * nb; t.axes = t.inertia + 10 * nb;
   t.arm = t.axes + 6 * nv; t.g = t.arm + nv;
   const double* nodes = t.g + 3;
-  if (nf == (nodes - mf) + 46 * nn) {
-    t.Ik = nodes;
-    t.I0 = reinterpret_cast<const Mat6*>(nodes + 10 * nn);
-    t.I = six ? scratch<23>(t.nn, Mat6{}).data() : nullptr;
-    if (six) reset_inertias(t);
-    return t;
-  }
-  t.Ik = node_inertias(t, scratch<0>(10 * t.nn, 0.0).data());
+  const bool given = nf == (nodes - mf) + 46 * nn;  // a constant model's (ffi._buffers)
+  t.Ik = given ? nodes : node_inertias(t, scratch<0>(10 * nn, 0.0).data());
   t.I0 = t.I = nullptr;
   if (!six) return t;  // the kernels that read only the compact rows
-  Mat6* I0 = scratch<1>(t.nn, Mat6{}).data();
-  for (int k = 0; k < t.nn; ++k) inertia6(&t.Ik[10 * k], I0[k]);
-  t.I0 = I0;
-  t.I = scratch<23>(t.nn, Mat6{}).data();
+  if (given) {
+    t.I0 = reinterpret_cast<const Mat6*>(nodes + 10 * nn);
+  } else {
+    Mat6* I0 = scratch<1>(nn, Mat6{}).data();
+    for (int k = 0; k < nn; ++k) inertia6(&t.Ik[10 * k], I0[k]);
+    t.I0 = I0;
+  }
+  t.I = scratch<23>(nn, Mat6{}).data();
   reset_inertias(t);
   return t;
 }

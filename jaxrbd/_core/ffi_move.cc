@@ -83,30 +83,23 @@ template <int N>
 Dual<N> operator/(double a, const Dual<N>& b) { return Dual<N>(a) / b; }
 template <int N>
 Dual<N> operator/(const Dual<N>& a, double b) { return a / Dual<N>(b); }
+// f(a) for a function of one variable with value fa = f(a.v) and derivative dfa there.
+template <int N>
+Dual<N> chain(const Dual<N>& a, double fa, double dfa) {
+  Dual<N> r;
+  r.v = fa;
+  for (int i = 0; i < N; ++i) r.d[i] = a.d[i] * dfa;
+  return r;
+}
 template <int N>
 Dual<N> sqrt(const Dual<N>& a) {
-  Dual<N> r;
-  r.v = std::sqrt(a.v);
-  const double h = 0.5 / r.v;
-  for (int i = 0; i < N; ++i) r.d[i] = a.d[i] * h;
-  return r;
+  const double s = std::sqrt(a.v);
+  return chain(a, s, 0.5 / s);
 }
 template <int N>
-Dual<N> sin(const Dual<N>& a) {
-  Dual<N> r;
-  r.v = std::sin(a.v);
-  const double c = std::cos(a.v);
-  for (int i = 0; i < N; ++i) r.d[i] = a.d[i] * c;
-  return r;
-}
+Dual<N> sin(const Dual<N>& a) { return chain(a, std::sin(a.v), std::cos(a.v)); }
 template <int N>
-Dual<N> cos(const Dual<N>& a) {
-  Dual<N> r;
-  r.v = std::cos(a.v);
-  const double s = -std::sin(a.v);
-  for (int i = 0; i < N; ++i) r.d[i] = a.d[i] * s;
-  return r;
-}
+Dual<N> cos(const Dual<N>& a) { return chain(a, std::cos(a.v), -std::sin(a.v)); }
 
 inline double value(double x) { return x; }
 template <int N>

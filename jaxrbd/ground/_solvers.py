@@ -302,15 +302,9 @@ def _run(solver, iterations, rho_scale, tolerance, A, c, mu, lam0, adaptive=True
     _, k, lam, res = lax.while_loop(unfinished, block, start)
     if polish and tolerance > 0:
         lam, res, k = _newton_chain(lam, res, k, A, c, mu, tolerance)
-    return _polished(polish, tolerance, lam, res, k, A, c, mu)
-
-
-def _polished(polish, tolerance, lam, res, k, A, c, mu):
-    """A solve that the iterations and the Newton chain leave above ``tolerance`` takes
-    the interior-point polish (`_barrier_polish`); its iteration count is unchanged."""
-    if not (polish and tolerance > 0):
-        return lam, res, k
-    lam, res = _barrier_polish(lam, res, A, c, mu, jnp.asarray(tolerance, res.dtype))
+        # a solve still above the tolerance takes the interior-point polish; the
+        # iteration count stays the chain's
+        lam, res = _barrier_polish(lam, res, A, c, mu, jnp.asarray(tolerance, res.dtype))
     return lam, res, k
 
 
